@@ -1,0 +1,173 @@
+# dplua's build.  `make` builds everything into $(BUILD); `make test` installs what is
+# missing (Debian packages), builds and runs every spec; `make run` runs the notes' example.
+#
+#   make CUDA=0        build without the CUDA backend (default: built when nvcc is found)
+#   make MPI=0         build without the MPI backend (default: built when mpicc is found)
+#   make asan          AddressSanitizer + UBSan build in build-asan/, runs every spec
+#   make install PREFIX=/usr/local
+#   make env           prints the exports that let stock lua5.4 find an uninstalled build
+
+BUILD   ?= build
+PREFIX  ?= /usr/local
+CC      ?= cc
+OPT     ?= -O3
+SAN     ?=
+
+NVCC_FOUND := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+CUDA    ?= $(if $(NVCC_FOUND),1,0)
+NVCC    ?= $(or $(NVCC_FOUND),nvcc)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+MPICC_FOUND := $(shell command -v mpicc 2>/dev/null)
+MPI     ?= $(if $(MPICC_FOUND),1,0)
+
+LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4)
+LUA_LIBS   := $(shell pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4)
+LUA        ?= lua5.4
+
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -fPIC -g $(OPT) -Wall -Wextra -Wno-unused-parameter \
+              -fopenmp -fvisibility=default $(SAN)
+DEFS =
+ifeq ($(CUDA),1)
+DEFS += -DDP_HAVE_CUDA
+endif
+ifeq ($(MPI),1)
+DEFS += -DDP_HAVE_MPI
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
+endif
+CFLAGS  += $(CFLAGS_BASE) $(DEFS) $(MPI_CFLAGS)
+LIBS     = -lopenblas $(MPI_LIBS) -lgomp -lpthread -ldl -lm
+
+ENGINE_SRC := $(sort $(wildcard src/*.c))
+BIND_SRC   := $(sort $(filter-out lua/dplua.c,$(wildcard lua/*.c)))
+LUA_FILES  := $(sort $(shell find lua -name '*.lua'))
+CU_SRC     := $(sort $(wildcard kernels/*.cu))
+
+ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o)
+BIND_OBJ   := $(BIND_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/lua_sources.o
+ALL_OBJ    := $(ENGINE_OBJ) $(BIND_OBJ)
+
+LIB_A   := $(BUILD)/libdplua.a
+LIB_SO  := $(BUILD)/libdplua.so
+LUAMOD  := $(BUILD)/lua/torch.so
+BIN     := $(BUILD)/dplua
+CUDA_SO := $(BUILD)/libdplua_cuda.so
+HOSTS   := $(BUILD)/examples/embed/host $(BUILD)/examples/embed/threads
+
+TARGETS := $(BIN) $(LIB_A) $(LIB_SO) $(LUAMOD) $(BUILD)/dplua.pc $(HOSTS)
+ifeq ($(CUDA),1)
+TARGETS += $(CUDA_SO)
+endif
+
+.PHONY: all deps test run asan install env clean bench check-cuda
+all: $(TARGETS)
+
+# ------------------------------------------------------------------ engine and binding
+$(BUILD)/obj/src/%.o: src/%.c $(wildcard src/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/lua/%.o: lua/%.c $(wildcard lua/*.h src/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LUA_CFLAGS) -c $< -o $@
+
+$(BUILD)/gen/lua_sources.c: tools/embed.lua $(LUA_FILES)
+	@mkdir -p $(dir $@)
+	$(LUA) tools/embed.lua $@ $(LUA_FILES)
+
+$(BUILD)/obj/gen/lua_sources.o: $(BUILD)/gen/lua_sources.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LUA_CFLAGS) -c $< -o $@
+
+$(LIB_A): $(ALL_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(LIB_SO): $(ALL_OBJ)
+	$(CC) -shared $(SAN) -fopenmp -o $@ $^ $(LUA_LIBS) $(LIBS) -Wl,-soname,libdplua.so
+
+# The module stock lua5.4 loads: the same objects, Lua's symbols left to the interpreter.
+$(LUAMOD): $(ALL_OBJ)
+	@mkdir -p $(BUILD)/lua/torch
+	$(CC) -shared $(SAN) -fopenmp -o $@ $^ $(LIBS)
+	ln -sf torch.so $(BUILD)/lua/nn.so
+	ln -sf torch.so $(BUILD)/lua/optim.so
+	ln -sf ../torch.so $(BUILD)/lua/torch/data.so
+	ln -sf ../torch.so $(BUILD)/lua/torch/distributed.so
+
+$(BIN): $(BUILD)/obj/lua/dplua.o $(LIB_A)
+	$(CC) $(SAN) -fopenmp -o $@ $< $(LIB_A) $(LUA_LIBS) -lreadline $(LIBS) -Wl,-E
+
+$(BUILD)/obj/lua/dplua.o: lua/dplua.c lua/dplua.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LUA_CFLAGS) -c $< -o $@
+
+$(BUILD)/examples/embed/%: examples/embed/%.c lua/dplua.h $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LUA_CFLAGS) -Ilua -o $@ $< $(LIB_A) $(LUA_LIBS) $(LIBS)
+
+$(BUILD)/dplua.pc: tools/dplua.pc.in
+	@mkdir -p $(BUILD)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBS@|$(LIBS)|g' $< > $@
+
+# ------------------------------------------------------------------ CUDA backend (run-time loaded)
+NVCCFLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90 -I. -Isrc
+CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
+$(BUILD)/obj/kernels/%.o: kernels/%.cu $(wildcard kernels/*.h kernels/*.cuh src/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(CUDA_SO): $(CU_OBJ)
+	$(NVCC) -shared -Xcompiler -fPIC -o $@ $^ -cudart static -L$(CUDA_HOME)/lib64 -lcublas -lnccl
+
+check-cuda: $(CUDA_SO)
+
+# ------------------------------------------------------------------ set-up, tests, examples
+DEB_PKGS = lua5.4 liblua5.4-dev lua-busted libopenblas-dev libopenmpi-dev openmpi-bin \
+           libreadline-dev python3-torch python3-numpy pkg-config
+deps:
+	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:" $$missing; \
+	  if [ "$$(id -u)" != 0 ]; then echo "make deps: run as root (apt-get) or install:" $$missing; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+test: deps
+	$(MAKE) all
+	BUILD=$(BUILD) spec/run
+
+run: deps
+	$(MAKE) all
+	$(BIN) examples/train.lua
+
+bench: deps
+	$(MAKE) all
+	BUILD=$(BUILD) bench/run
+
+asan: deps
+	$(MAKE) BUILD=build-asan CUDA=0 OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" all
+	BUILD=build-asan ASAN=1 spec/run
+
+env:
+	@echo 'export LUA_CPATH="$(abspath $(BUILD))/lua/?.so;;"'
+	@echo 'export PATH="$(abspath $(BUILD)):$$PATH"'
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/lib/lua/5.4/torch $(DESTDIR)$(PREFIX)/share/lua/5.4
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/dplua
+	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
+	$(if $(filter 1,$(CUDA)),install -m 755 $(CUDA_SO) $(DESTDIR)$(PREFIX)/lib/)
+	install -m 644 lua/dplua.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(BUILD)/dplua.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 755 $(LUAMOD) $(DESTDIR)$(PREFIX)/lib/lua/5.4/torch.so
+	ln -sf torch.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/nn.so
+	ln -sf torch.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/optim.so
+	ln -sf ../torch.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/torch/data.so
+	ln -sf ../torch.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/torch/distributed.so
+
+clean:
+	rm -rf build build-asan

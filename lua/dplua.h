@@ -1,0 +1,54 @@
+/* dplua.h: embedding dplua in a C program.
+ *
+ *   lua_State *L = dplua_newstate();
+ *   int64_t sizes[2] = {2, 3};
+ *   dplua_tensor *t = dplua_tensor_from_host(data, 2, sizes);
+ *   dplua_pushtensor(L, t); lua_setglobal(L, "x");
+ *   dplua_tensor_release(t);
+ *   luaL_dostring(L, "y = x * 2");
+ *
+ * The library never exits, aborts or prints: failures come back as Lua errors or as an
+ * error code with dplua_last_error().  Several lua_States may be used from different
+ * threads at once (one thread per state at a time).
+ */
+#ifndef DPLUA_H
+#define DPLUA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <lua.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dp_tensor dplua_tensor;
+
+/* Registers torch, nn, optim, torch.data, torch.distributed in package.loaded (and their
+ * Lua sources in package.preload); returns 1 with the torch table on the stack. */
+int luaopen_dplua(lua_State *L);
+/* A new state with the standard libraries and dplua; globals torch, nn, optim set.
+ * NULL on failure (see dplua_last_error). */
+lua_State *dplua_newstate(void);
+
+/* The tensor at idx, or a Lua error.  Borrowed: valid while the value is on the stack. */
+dplua_tensor *dplua_checktensor(lua_State *L, int idx);
+/* Pushes t; Lua takes its own reference (the caller keeps its own). */
+void dplua_pushtensor(lua_State *L, dplua_tensor *t);
+/* A new float32 CPU tensor with a copy of data; the caller owns the reference. NULL on failure. */
+dplua_tensor *dplua_tensor_from_host(const float *data, int ndim, const int64_t *sizes);
+/* Copies t's elements (converted to float, row-major) into out[n]; 0 on success, -1 if
+ * n differs from the number of elements or on failure. */
+int dplua_tensor_to_host(const dplua_tensor *t, float *out, size_t n);
+/* Shape queries. */
+int dplua_tensor_ndim(const dplua_tensor *t);
+int64_t dplua_tensor_size(const dplua_tensor *t, int dim);   /* dim 0-based */
+/* Drops the caller's reference. */
+void dplua_tensor_release(dplua_tensor *t);
+/* The message of this thread's last failure. */
+const char *dplua_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,107 @@
+/* backend.h: the device interface.  One dp_backend per device type (CPU, CUDA); the ops in
+ * ops.c do shape logic, broadcasting, allocation, device checks and autograd, then call
+ * these kernels.  Nothing above this interface asks which backend it has.
+ *
+ * Kernels take dp_view descriptors: the data pointer already points at element 0 and the
+ * strides (in elements) describe the layout; a stride of 0 is a broadcast dimension.
+ * Every kernel returns 0 or -1 with dp_error() set.  Kernels run on the device's stream
+ * and may return before the work is done; synchronize() waits for it.
+ */
+#ifndef DP_BACKEND_H
+#define DP_BACKEND_H
+
+#include "dp.h"
+
+typedef struct {
+    void *data;                 /* element 0 of the view */
+    int dtype;                  /* dp_dtype */
+    int ndim;
+    int64_t sizes[DP_MAX_DIMS];
+    int64_t strides[DP_MAX_DIMS];
+    dp_device device;
+} dp_view;
+
+typedef enum { DP_RNG_UNIFORM = 0, DP_RNG_NORMAL, DP_RNG_RANDINT, DP_RNG_BERNOULLI_MASK } dp_rng_dist;
+
+typedef struct dp_backend {
+    const char *name;
+
+    /* memory: alloc returns NULL with dp_error() set on failure */
+    void *(*alloc)(dp_device dev, size_t nbytes);
+    void (*free)(dp_device dev, void *ptr, size_t nbytes);
+    /* host <-> device, and device <-> device of this backend (peer where possible).
+     * When non_blocking is true the copy may still be running on return (host memory must
+     * then stay valid: pinned memory from alloc_host). */
+    int (*copy_h2d)(dp_device dev, void *dst, const void *src, size_t nbytes, bool non_blocking);
+    int (*copy_d2h)(dp_device dev, void *dst, const void *src, size_t nbytes);
+    int (*copy_d2d)(dp_device dst_dev, void *dst, dp_device src_dev, const void *src, size_t nbytes);
+    int (*synchronize)(dp_device dev);
+
+    /* kernels: all views live on this backend's devices; out has the full result shape,
+     * inputs are already broadcast to it (stride 0) unless said otherwise */
+    int (*fill)(const dp_view *out, double value);
+    /* strided copy with dtype conversion; in has out's shape */
+    int (*copy)(const dp_view *out, const dp_view *in);
+    int (*unary)(int op /* dp_unary_op */, const dp_view *out, const dp_view *in, double p0, double p1);
+    /* out's dtype is the result dtype (bool for comparisons); a and b have the compute dtype */
+    int (*binary)(int op /* dp_binary_op */, const dp_view *out, const dp_view *a, const dp_view *b);
+    int (*binary_scalar)(int op, const dp_view *out, const dp_view *a, double s, bool reverse);
+    /* reduce `in` along dim (dim < 0: all) into out (out has in's shape with dim removed,
+     * or a 0-dim view).  For max/min/argmax/argmin, idx (int64, may be NULL) receives the
+     * 0-based index along dim. */
+    int (*reduce)(int op /* dp_reduce_op */, const dp_view *out, const dp_view *idx, const dp_view *in, int dim);
+    /* log ? log_softmax : softmax along dim; out and in same shape */
+    int (*softmax)(bool log, const dp_view *out, const dp_view *in, int dim);
+    /* backward of (log_)softmax: grad_in from grad_out and the forward output y */
+    int (*softmax_backward)(bool log, const dp_view *grad_in, const dp_view *grad_out, const dp_view *y, int dim);
+    /* C[M,N] = alpha * op(A) @ op(B) + beta * C, row-major, with leading dims (elements);
+     * batched when batch > 1 with element strides between matrices (0 = shared). */
+    int (*gemm)(int dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                double alpha, const void *a, int64_t lda, int64_t stride_a,
+                const void *b, int64_t ldb, int64_t stride_b,
+                double beta, void *c, int64_t ldc, int64_t stride_c, int64_t batch);
+    /* out[i,...] = in[idx[i],...] along dim (idx int64 0-based, already range-checked) */
+    int (*index_select)(const dp_view *out, const dp_view *in, int dim, const dp_view *idx);
+    /* grad_in[idx[i],...] += grad_out[i,...] along dim (grad_in zero-filled by the caller) */
+    int (*index_add)(const dp_view *grad_in, int dim, const dp_view *idx, const dp_view *src);
+    /* random draw, element i from Philox(seed, offset + i): uniform in [a, b), normal(a, b),
+     * randint in [a, b), bernoulli mask (1/(1-a) with probability 1-a, else 0) */
+    int (*random)(int dist /* dp_rng_dist */, const dp_view *out, uint64_t seed, uint64_t offset,
+                  double a, double b);
+    /* NLL: input [N,C] (log-probs), target int64 [N] 0-based (already range-checked by the
+     * caller), out 0-dim (the sum over N) or [N] when per_item. */
+    int (*nll_loss)(const dp_view *out, const dp_view *input, const dp_view *target, bool per_item);
+    int (*nll_loss_backward)(const dp_view *grad_in, const dp_view *grad_out, const dp_view *target,
+                             bool per_item, double scale);
+    /* optimizer updates on contiguous tensors of n elements (float32 or float64) */
+    int (*sgd_step)(int dtype, int64_t n, void *param, const void *grad, void *buf, const dp_sgd_opts *o);
+    int (*adam_step)(int dtype, int64_t n, void *param, const void *grad, void *m, void *v,
+                     const dp_adam_opts *o);
+
+    /* device-wide services; may be NULL on the CPU */
+    void *(*alloc_host)(size_t nbytes);          /* pinned host memory */
+    void (*free_host)(void *ptr);
+    size_t (*memory_allocated)(int index);
+    size_t (*max_memory_allocated)(int index);
+    void (*empty_cache)(void);
+    void (*set_tf32)(bool allow);
+} dp_backend;
+
+/* The backend serving a device, or NULL with dp_error() set (e.g. CUDA not available). */
+const dp_backend *dp_backend_for(dp_device dev);
+extern const dp_backend dp_cpu_backend;
+
+/* A view descriptor of a tensor. */
+dp_view dp_view_of(const dp_tensor *t);
+
+/* The CUDA backend lives in libdplua_cuda.so (kernels/), loaded at run time on first use.
+ * It exports:  const dp_backend *dp_cuda_backend_init(int *device_count, char *err, size_t errlen);
+ * plus the functions below, looked up with dlsym. */
+typedef const dp_backend *(*dp_cuda_init_fn)(int *device_count, char *err, size_t errlen);
+/* A symbol of the loaded CUDA backend library (e.g. the NCCL collectives it exports), or
+ * NULL when the backend is not built or cannot be loaded. */
+void *dp_cuda_symbol(const char *name);
+/* Library search: $DPLUA_CUDA_LIB, then libdplua_cuda.so beside the library or binary that
+ * holds the engine (and one and two folders up), then the dynamic loader's path. */
+
+#endif

@@ -1,0 +1,751 @@
+/* cpu.c: the CPU backend: a caching host allocator, strided kernels that vectorise on
+ * contiguous data and split large work across threads (OpenMP), OpenBLAS GEMMs. */
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cblas.h>
+
+#include "internal.h"
+#include "philox.h"
+
+#define PAR_MIN 32768   /* elements below which a kernel stays on one thread */
+
+/* ---------------------------------------------------------------- caching allocator
+ * Large blocks are kept after free and handed out again for the same rounded size, so a
+ * loop that makes and drops big tensors does not fault in fresh pages every time. */
+
+#define CACHE_MIN (64 << 10)
+#define CACHE_MAX_BYTES ((size_t)1 << 30)
+#define CACHE_SLOTS 64
+
+typedef struct { void *ptr; size_t size; } cached_block;
+static cached_block g_cache[CACHE_SLOTS];
+static size_t g_cached_bytes;
+static pthread_mutex_t g_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t round_size(size_t n) { return n < CACHE_MIN ? n : (n + 4095) & ~(size_t)4095; }
+
+static void *cpu_alloc(dp_device dev, size_t nbytes)
+{
+    size_t size = round_size(nbytes);
+    if (size >= CACHE_MIN) {
+        pthread_mutex_lock(&g_cache_lock);
+        for (int i = 0; i < CACHE_SLOTS; i++) {
+            if (g_cache[i].ptr && g_cache[i].size == size) {
+                void *p = g_cache[i].ptr;
+                g_cache[i].ptr = NULL;
+                g_cached_bytes -= size;
+                pthread_mutex_unlock(&g_cache_lock);
+                return p;
+            }
+        }
+        pthread_mutex_unlock(&g_cache_lock);
+    }
+    void *p = NULL;
+    if (posix_memalign(&p, 64, size ? size : 64)) p = NULL;
+    if (!p) dp_error("out of memory: tried to allocate %.1f MiB on the host", (double)nbytes / 1048576.0);
+    return p;
+}
+
+static void cpu_free(dp_device dev, void *ptr, size_t nbytes)
+{
+    size_t size = round_size(nbytes);
+    if (size >= CACHE_MIN && size <= CACHE_MAX_BYTES / 4) {
+        pthread_mutex_lock(&g_cache_lock);
+        if (g_cached_bytes + size <= CACHE_MAX_BYTES) {
+            for (int i = 0; i < CACHE_SLOTS; i++) {
+                if (!g_cache[i].ptr) {
+                    g_cache[i].ptr = ptr;
+                    g_cache[i].size = size;
+                    g_cached_bytes += size;
+                    pthread_mutex_unlock(&g_cache_lock);
+                    return;
+                }
+            }
+        }
+        pthread_mutex_unlock(&g_cache_lock);
+    }
+    free(ptr);
+}
+
+static void cpu_empty_cache(void)
+{
+    pthread_mutex_lock(&g_cache_lock);
+    for (int i = 0; i < CACHE_SLOTS; i++) { free(g_cache[i].ptr); g_cache[i].ptr = NULL; }
+    g_cached_bytes = 0;
+    pthread_mutex_unlock(&g_cache_lock);
+}
+
+static int cpu_copy_bytes(dp_device dev, void *dst, const void *src, size_t n, bool nb) { memcpy(dst, src, n); return 0; }
+static int cpu_copy_d2h(dp_device dev, void *dst, const void *src, size_t n) { memcpy(dst, src, n); return 0; }
+static int cpu_copy_d2d(dp_device dd, void *dst, dp_device sd, const void *src, size_t n) { memcpy(dst, src, n); return 0; }
+static int cpu_sync(dp_device dev) { return 0; }
+
+/* ---------------------------------------------------------------- strided iteration
+ * Up to three operands of one shape; dimensions are collapsed where every operand is
+ * contiguous across them, then the last dimension is the inner loop. */
+
+typedef struct {
+    int ndim, nops;
+    int64_t sizes[DP_MAX_DIMS];
+    int64_t strides[3][DP_MAX_DIMS];   /* in elements */
+    char *base[3];
+    int esize[3];
+} iter_t;
+
+typedef void (*inner_fn)(void *ctx, int64_t n, char **p, const int64_t *s);
+
+static void iter_init(iter_t *it, int nops, const dp_view *const *v)
+{
+    it->nops = nops;
+    int nd = 0;
+    for (int d = 0; d < v[0]->ndim; d++) {
+        if (v[0]->sizes[d] == 1) continue;
+        it->sizes[nd] = v[0]->sizes[d];
+        for (int k = 0; k < nops; k++) it->strides[k][nd] = v[k]->strides[d];
+        nd++;
+    }
+    /* merge dim d-1 into d when every operand steps contiguously across them */
+    int out = 0;
+    for (int d = 0; d < nd; d++) {
+        if (out > 0) {
+            bool merge = true;
+            for (int k = 0; k < nops; k++)
+                if (it->strides[k][out - 1] != it->strides[k][d] * it->sizes[d]) { merge = false; break; }
+            if (merge) {
+                it->sizes[out - 1] *= it->sizes[d];
+                for (int k = 0; k < nops; k++) it->strides[k][out - 1] = it->strides[k][d];
+                continue;
+            }
+        }
+        it->sizes[out] = it->sizes[d];
+        for (int k = 0; k < nops; k++) it->strides[k][out] = it->strides[k][d];
+        out++;
+    }
+    if (out == 0) { it->sizes[0] = 1; for (int k = 0; k < nops; k++) it->strides[k][0] = 1; out = 1; }
+    it->ndim = out;
+    for (int k = 0; k < nops; k++) { it->base[k] = v[k]->data; it->esize[k] = (int)dp_dtype_size(v[k]->dtype); }
+}
+
+static void iter_run(iter_t *it, inner_fn fn, void *ctx)
+{
+    int nd = it->ndim, nops = it->nops;
+    int64_t inner = it->sizes[nd - 1], outer = 1, total;
+    for (int d = 0; d < nd - 1; d++) outer *= it->sizes[d];
+    total = inner * outer;
+    int64_t s[3];
+    for (int k = 0; k < nops; k++) s[k] = it->strides[k][nd - 1];
+    if (outer == 1) {   /* one long run: split it across threads */
+        int nt = total >= PAR_MIN ? omp_get_max_threads() : 1;
+        #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+        for (int t = 0; t < nt; t++) {
+            int64_t lo = inner * t / nt, hi = inner * (t + 1) / nt;
+            char *p[3];
+            for (int k = 0; k < nops; k++) p[k] = it->base[k] + lo * s[k] * it->esize[k];
+            if (hi > lo) fn(ctx, hi - lo, p, s);
+        }
+        return;
+    }
+    #pragma omp parallel for if (total >= PAR_MIN) schedule(static)
+    for (int64_t o = 0; o < outer; o++) {
+        char *p[3];
+        int64_t rem = o;
+        for (int k = 0; k < nops; k++) p[k] = it->base[k];
+        for (int d = nd - 2; d >= 0; d--) {
+            int64_t i = rem % it->sizes[d];
+            rem /= it->sizes[d];
+            for (int k = 0; k < nops; k++) p[k] += i * it->strides[k][d] * it->esize[k];
+        }
+        fn(ctx, inner, p, s);
+    }
+}
+
+/* ---------------------------------------------------------------- elementwise kernels */
+
+typedef struct { int op; double p0, p1, s; bool rev; } ew_ctx;
+
+#define LOOP2(TO, TA, EXPR) do {                                                     \
+        TO *o = (TO *)p[0]; const TA *a = (const TA *)p[1];                          \
+        int64_t so = s[0], sa = s[1];                                                \
+        if (so == 1 && sa == 1) { for (int64_t i = 0; i < n; i++) { TA x = a[i]; o[i] = (TO)(EXPR); } } \
+        else { for (int64_t i = 0; i < n; i++) { TA x = a[i * sa]; o[i * so] = (TO)(EXPR); } } \
+    } while (0)
+
+#define LOOP3(TO, T, EXPR) do {                                                      \
+        TO *o = (TO *)p[0]; const T *a = (const T *)p[1], *b = (const T *)p[2];      \
+        int64_t so = s[0], sa = s[1], sb = s[2];                                     \
+        if (so == 1 && sa == 1 && sb == 1) { for (int64_t i = 0; i < n; i++) { T x = a[i], y = b[i]; o[i] = (TO)(EXPR); } } \
+        else if (so == 1 && sa == 1 && sb == 0) { T y = b[0]; for (int64_t i = 0; i < n; i++) { T x = a[i]; o[i] = (TO)(EXPR); } } \
+        else if (so == 1 && sa == 0 && sb == 1) { T x = a[0]; for (int64_t i = 0; i < n; i++) { T y = b[i]; o[i] = (TO)(EXPR); } } \
+        else { for (int64_t i = 0; i < n; i++) { T x = a[i * sa], y = b[i * sb]; o[i * so] = (TO)(EXPR); } } \
+    } while (0)
+
+static inline int64_t ipow(int64_t x, int64_t y)
+{
+    if (y < 0) return x == 1 ? 1 : (x == -1 ? (y & 1 ? -1 : 1) : 0);
+    int64_t r = 1;
+    while (y) { if (y & 1) r *= x; x *= x; y >>= 1; }
+    return r;
+}
+
+#define FMAX(x, y) ((x) > (y) || (x) != (x) ? (x) : (y))
+#define FMIN(x, y) ((x) < (y) || (x) != (x) ? (x) : (y))
+
+#define BINARY_CASES(T, POW)                                   \
+    case DP_ADD: LOOP3(T, T, x + y); break;                    \
+    case DP_SUB: LOOP3(T, T, x - y); break;                    \
+    case DP_MUL: LOOP3(T, T, x * y); break;                    \
+    case DP_DIV: LOOP3(T, T, x / y); break;                    \
+    case DP_POW: LOOP3(T, T, POW(x, y)); break;                \
+    case DP_MAXIMUM: LOOP3(T, T, FMAX(x, y)); break;           \
+    case DP_MINIMUM: LOOP3(T, T, FMIN(x, y)); break;           \
+    case DP_EQ: LOOP3(bool, T, x == y); break;                 \
+    case DP_NE: LOOP3(bool, T, x != y); break;                 \
+    case DP_LT: LOOP3(bool, T, x < y); break;                  \
+    case DP_LE: LOOP3(bool, T, x <= y); break;                 \
+    case DP_GT: LOOP3(bool, T, x > y); break;                  \
+    case DP_GE: LOOP3(bool, T, x >= y); break;
+
+static void bin_f32(void *c, int64_t n, char **p, const int64_t *s) { switch (((ew_ctx *)c)->op) { BINARY_CASES(float, powf) } }
+static void bin_f64(void *c, int64_t n, char **p, const int64_t *s) { switch (((ew_ctx *)c)->op) { BINARY_CASES(double, pow) } }
+#define IDIV(x, y) ((y) ? (x) / (y) : 0)
+static void bin_i64(void *c, int64_t n, char **p, const int64_t *s)
+{
+    switch (((ew_ctx *)c)->op) {
+    case DP_ADD: LOOP3(int64_t, int64_t, x + y); break;
+    case DP_SUB: LOOP3(int64_t, int64_t, x - y); break;
+    case DP_MUL: LOOP3(int64_t, int64_t, x * y); break;
+    case DP_DIV: LOOP3(int64_t, int64_t, IDIV(x, y)); break;
+    case DP_POW: LOOP3(int64_t, int64_t, ipow(x, y)); break;
+    case DP_MAXIMUM: LOOP3(int64_t, int64_t, x > y ? x : y); break;
+    case DP_MINIMUM: LOOP3(int64_t, int64_t, x < y ? x : y); break;
+    case DP_EQ: LOOP3(bool, int64_t, x == y); break;
+    case DP_NE: LOOP3(bool, int64_t, x != y); break;
+    case DP_LT: LOOP3(bool, int64_t, x < y); break;
+    case DP_LE: LOOP3(bool, int64_t, x <= y); break;
+    case DP_GT: LOOP3(bool, int64_t, x > y); break;
+    case DP_GE: LOOP3(bool, int64_t, x >= y); break;
+    }
+}
+static void bin_bool(void *c, int64_t n, char **p, const int64_t *s)
+{
+    switch (((ew_ctx *)c)->op) {
+    case DP_ADD: case DP_MAXIMUM: LOOP3(bool, bool, x || y); break;
+    case DP_MUL: case DP_MINIMUM: LOOP3(bool, bool, x && y); break;
+    case DP_SUB: LOOP3(bool, bool, x != y); break;
+    case DP_EQ: LOOP3(bool, bool, x == y); break;
+    case DP_NE: LOOP3(bool, bool, x != y); break;
+    case DP_LT: LOOP3(bool, bool, x < y); break;
+    case DP_LE: LOOP3(bool, bool, x <= y); break;
+    case DP_GT: LOOP3(bool, bool, x > y); break;
+    case DP_GE: LOOP3(bool, bool, x >= y); break;
+    default: LOOP3(bool, bool, x && !x && y); break;
+    }
+}
+static inner_fn const bin_fns[DP_NDTYPES] = { bin_f32, bin_f64, bin_i64, bin_bool };
+
+static int cpu_binary(int op, const dp_view *out, const dp_view *a, const dp_view *b)
+{
+    const dp_view *v[3] = { out, a, b };
+    iter_t it;
+    iter_init(&it, 3, v);
+    ew_ctx c = { .op = op };
+    iter_run(&it, bin_fns[a->dtype], &c);
+    return 0;
+}
+
+/* a op s (or s op a): the scalar is a broadcast operand of the compute dtype */
+static int cpu_binary_scalar(int op, const dp_view *out, const dp_view *a, double s, bool reverse)
+{
+    union { float f; double d; int64_t i; bool b; } sv;
+    switch (a->dtype) {
+    case DP_FLOAT32: sv.f = (float)s; break;
+    case DP_FLOAT64: sv.d = s; break;
+    case DP_INT64: sv.i = (int64_t)s; break;
+    default: sv.b = s != 0; break;
+    }
+    dp_view sc = *a;
+    sc.data = &sv;
+    for (int d = 0; d < sc.ndim; d++) sc.strides[d] = 0;
+    return reverse ? cpu_binary(op, out, &sc, a) : cpu_binary(op, out, a, &sc);
+}
+
+static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+static inline double sigmoidd(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+#define UNARY_FLOAT(T, EXP, LOG, SQRT, ABS, TANH, SIG) do {                                  \
+        ew_ctx *cx = c; T lo = (T)cx->p0, hi = (T)cx->p1;                                      \
+        bool has_lo = cx->p0 == cx->p0, has_hi = cx->p1 == cx->p1;                             \
+        switch (cx->op) {                                                                      \
+        case DP_NEG: LOOP2(T, T, -x); break;                                                   \
+        case DP_EXP: LOOP2(T, T, EXP(x)); break;                                               \
+        case DP_LOG: LOOP2(T, T, LOG(x)); break;                                               \
+        case DP_SQRT: LOOP2(T, T, SQRT(x)); break;                                             \
+        case DP_ABS: LOOP2(T, T, ABS(x)); break;                                               \
+        case DP_RELU: LOOP2(T, T, x > 0 || x != x ? x : 0); break;                             \
+        case DP_SIGMOID: LOOP2(T, T, SIG(x)); break;                                           \
+        case DP_TANH: LOOP2(T, T, TANH(x)); break;                                             \
+        case DP_CLAMP: LOOP2(T, T, x != x ? x : (has_lo && x < lo ? lo : (has_hi && x > hi ? hi : x))); break; \
+        case DP_SIGN: LOOP2(T, T, (x > 0) - (x < 0)); break;                                   \
+        case DP_RELU_MASK: LOOP2(T, T, x > 0 ? 1 : 0); break;                                  \
+        }                                                                                      \
+    } while (0)
+
+static void un_f32(void *c, int64_t n, char **p, const int64_t *s) { UNARY_FLOAT(float, expf, logf, sqrtf, fabsf, tanhf, sigmoidf); }
+static void un_f64(void *c, int64_t n, char **p, const int64_t *s) { UNARY_FLOAT(double, exp, log, sqrt, fabs, tanh, sigmoidd); }
+static void un_i64(void *c, int64_t n, char **p, const int64_t *s)
+{
+    ew_ctx *cx = c;
+    int64_t lo = cx->p0 == cx->p0 ? (int64_t)cx->p0 : INT64_MIN, hi = cx->p1 == cx->p1 ? (int64_t)cx->p1 : INT64_MAX;
+    switch (cx->op) {
+    case DP_NEG: LOOP2(int64_t, int64_t, -x); break;
+    case DP_ABS: LOOP2(int64_t, int64_t, x < 0 ? -x : x); break;
+    case DP_RELU: LOOP2(int64_t, int64_t, x > 0 ? x : 0); break;
+    case DP_CLAMP: LOOP2(int64_t, int64_t, x < lo ? lo : (x > hi ? hi : x)); break;
+    case DP_SIGN: LOOP2(int64_t, int64_t, (x > 0) - (x < 0)); break;
+    case DP_RELU_MASK: LOOP2(int64_t, int64_t, x > 0); break;
+    default: LOOP2(int64_t, int64_t, x); break;
+    }
+}
+static void un_bool(void *c, int64_t n, char **p, const int64_t *s) { LOOP2(bool, bool, x); }
+static inner_fn const un_fns[DP_NDTYPES] = { un_f32, un_f64, un_i64, un_bool };
+
+static int cpu_unary(int op, const dp_view *out, const dp_view *in, double p0, double p1)
+{
+    const dp_view *v[2] = { out, in };
+    iter_t it;
+    iter_init(&it, 2, v);
+    ew_ctx c = { .op = op, .p0 = p0, .p1 = p1 };
+    iter_run(&it, un_fns[in->dtype], &c);
+    return 0;
+}
+
+/* copy with conversion: one inner function per (out, in) dtype pair */
+#define CONV_FN(NAME, TO, TI, EXPR) \
+    static void NAME(void *c, int64_t n, char **p, const int64_t *s) { LOOP2(TO, TI, EXPR); }
+#define CONV_ROW(TO, N, CONVB)                                         \
+    CONV_FN(cv_##N##_f32, TO, float, x) CONV_FN(cv_##N##_f64, TO, double, x) \
+    CONV_FN(cv_##N##_i64, TO, int64_t, x) CONV_FN(cv_##N##_b, TO, bool, x)
+CONV_ROW(float, f32, 0)
+CONV_ROW(double, f64, 0)
+CONV_ROW(int64_t, i64, 0)
+CONV_FN(cv_b_f32, bool, float, x != 0)
+CONV_FN(cv_b_f64, bool, double, x != 0)
+CONV_FN(cv_b_i64, bool, int64_t, x != 0)
+CONV_FN(cv_b_b, bool, bool, x)
+static inner_fn const conv_fns[DP_NDTYPES][DP_NDTYPES] = {
+    { cv_f32_f32, cv_f32_f64, cv_f32_i64, cv_f32_b },
+    { cv_f64_f32, cv_f64_f64, cv_f64_i64, cv_f64_b },
+    { cv_i64_f32, cv_i64_f64, cv_i64_i64, cv_i64_b },
+    { cv_b_f32, cv_b_f64, cv_b_i64, cv_b_b },
+};
+
+static int cpu_copy(const dp_view *out, const dp_view *in)
+{
+    const dp_view *v[2] = { out, in };
+    iter_t it;
+    iter_init(&it, 2, v);
+    if (it.ndim == 1 && it.strides[0][0] == 1 && it.strides[1][0] == 1 && out->dtype == in->dtype) {
+        size_t bytes = (size_t)it.sizes[0] * dp_dtype_size(out->dtype);
+        if (bytes < ((size_t)1 << 20)) { memmove(out->data, in->data, bytes); return 0; }
+    }
+    iter_run(&it, conv_fns[out->dtype][in->dtype], NULL);
+    return 0;
+}
+
+static int cpu_fill(const dp_view *out, double value)
+{
+    dp_view sc = *out;
+    union { float f; double d; int64_t i; bool b; } sv;
+    switch (out->dtype) {
+    case DP_FLOAT32: sv.f = (float)value; break;
+    case DP_FLOAT64: sv.d = value; break;
+    case DP_INT64: sv.i = (int64_t)value; break;
+    default: sv.b = value != 0; break;
+    }
+    sc.data = &sv;
+    for (int d = 0; d < sc.ndim; d++) sc.strides[d] = 0;
+    return cpu_copy(out, &sc);
+}
+
+/* ---------------------------------------------------------------- reductions */
+
+static inline double load_d(const char *p, int dt)
+{
+    switch (dt) {
+    case DP_FLOAT32: return *(const float *)p;
+    case DP_FLOAT64: return *(const double *)p;
+    case DP_INT64: return (double)*(const int64_t *)p;
+    default: return *(const bool *)p;
+    }
+}
+
+static inline void store_d(char *p, int dt, double v)
+{
+    switch (dt) {
+    case DP_FLOAT32: *(float *)p = (float)v; break;
+    case DP_FLOAT64: *(double *)p = v; break;
+    case DP_INT64: *(int64_t *)p = (int64_t)v; break;
+    default: *(bool *)p = v != 0; break;
+    }
+}
+
+/* sum of n contiguous floats in double, vectorised and split across threads */
+static double sum_f32(const float *x, int64_t n)
+{
+    double acc = 0;
+    #pragma omp parallel for simd reduction(+:acc) if (n >= PAR_MIN) schedule(static)
+    for (int64_t i = 0; i < n; i++) acc += x[i];
+    return acc;
+}
+
+static double sum_f64(const double *x, int64_t n)
+{
+    double acc = 0;
+    #pragma omp parallel for simd reduction(+:acc) if (n >= PAR_MIN) schedule(static)
+    for (int64_t i = 0; i < n; i++) acc += x[i];
+    return acc;
+}
+
+static int cpu_reduce(int op, const dp_view *out, const dp_view *idx, const dp_view *in, int dim)
+{
+    int64_t len = in->sizes[dim], stride = in->strides[dim];
+    int es = (int)dp_dtype_size(in->dtype), oes = (int)dp_dtype_size(out->dtype);
+    /* the other dimensions, in order: they index out (and idx) */
+    int nd = 0;
+    int64_t sizes[DP_MAX_DIMS], istr[DP_MAX_DIMS], ostr[DP_MAX_DIMS], xstr[DP_MAX_DIMS];
+    for (int d = 0, k = 0; d < in->ndim; d++) {
+        if (d == dim) continue;
+        sizes[nd] = in->sizes[d];
+        istr[nd] = in->strides[d];
+        ostr[nd] = out->strides[k];
+        xstr[nd] = idx ? idx->strides[k] : 0;
+        nd++; k++;
+    }
+    int64_t outer = 1;
+    for (int d = 0; d < nd; d++) outer *= sizes[d];
+    bool is_sum = op == DP_SUM || op == DP_MEAN;
+
+    /* whole-tensor sums of contiguous data: the vectorised path */
+    if (is_sum && outer == 1 && stride == 1 && (in->dtype == DP_FLOAT32 || in->dtype == DP_FLOAT64)) {
+        double acc = in->dtype == DP_FLOAT32 ? sum_f32(in->data, len) : sum_f64(in->data, len);
+        store_d(out->data, out->dtype, op == DP_MEAN ? acc / (double)len : acc);
+        return 0;
+    }
+    /* sums over a leading dimension of contiguous rows (bias gradients): add rows */
+    if (is_sum && in->dtype == DP_FLOAT32 && out->dtype == DP_FLOAT32 && nd >= 1 && len > 1) {
+        bool rows = true;
+        int64_t inner = 1;
+        for (int d = in->ndim - 1; d > dim; d--) { if (in->strides[d] != inner) rows = false; inner *= in->sizes[d]; }
+        if (stride != inner) rows = false;
+        int64_t ostep = 1;
+        for (int d = out->ndim - 1; d >= 0 && rows; d--) { if (out->strides[d] != ostep) rows = false; ostep *= out->sizes[d]; }
+        int64_t pre = 1;
+        for (int d = 0; d < dim; d++) { if (in->strides[d] != inner * len * pre && in->sizes[d] != 1) rows = false; pre *= in->sizes[d]; }
+        if (rows && inner > 1) {
+            const float *x = in->data;
+            float *o = out->data;
+            double scale = op == DP_MEAN ? 1.0 / (double)len : 1.0;
+            #pragma omp parallel for if (pre * len * inner >= PAR_MIN) schedule(static)
+            for (int64_t pi = 0; pi < pre; pi++) {
+                double *acc = calloc((size_t)inner, sizeof(double));
+                if (!acc) continue;
+                for (int64_t r = 0; r < len; r++) {
+                    const float *row = x + (pi * len + r) * inner;
+                    #pragma omp simd
+                    for (int64_t j = 0; j < inner; j++) acc[j] += row[j];
+                }
+                for (int64_t j = 0; j < inner; j++) o[pi * inner + j] = (float)(acc[j] * scale);
+                free(acc);
+            }
+            return 0;
+        }
+    }
+    #pragma omp parallel for if (outer * len >= PAR_MIN) schedule(static)
+    for (int64_t o = 0; o < outer; o++) {
+        const char *ip = in->data;
+        char *op_ = out->data, *xp = idx ? idx->data : NULL;
+        int64_t rem = o;
+        for (int d = nd - 1; d >= 0; d--) {
+            int64_t i = rem % sizes[d];
+            rem /= sizes[d];
+            ip += i * istr[d] * es;
+            op_ += i * ostr[d] * oes;
+            if (xp) xp += i * xstr[d] * 8;
+        }
+        if (is_sum) {
+            double acc = 0;
+            if (in->dtype == DP_FLOAT32 && stride == 1) acc = sum_f32((const float *)ip, len);
+            else if (in->dtype == DP_INT64) {
+                int64_t ia = 0;
+                for (int64_t r = 0; r < len; r++) ia += *(const int64_t *)(ip + r * stride * es);
+                if (op == DP_SUM) { store_d(op_, DP_FLOAT64, 0); *(int64_t *)op_ = ia; continue; }
+                acc = (double)ia;
+            } else for (int64_t r = 0; r < len; r++) acc += load_d(ip + r * stride * es, in->dtype);
+            store_d(op_, out->dtype, op == DP_MEAN ? acc / (double)len : acc);
+        } else {
+            bool want_max = op == DP_MAX || op == DP_ARGMAX;
+            int64_t best_i = 0;
+            if (in->dtype == DP_INT64) {
+                int64_t best = *(const int64_t *)ip;
+                for (int64_t r = 1; r < len; r++) {
+                    int64_t x = *(const int64_t *)(ip + r * stride * es);
+                    if (want_max ? x > best : x < best) { best = x; best_i = r; }
+                }
+                if (op == DP_ARGMAX || op == DP_ARGMIN) *(int64_t *)op_ = best_i;
+                else *(int64_t *)op_ = best;
+            } else {
+                double best = load_d(ip, in->dtype);
+                for (int64_t r = 1; r < len && best == best; r++) {
+                    double x = load_d(ip + r * stride * es, in->dtype);
+                    if (x != x || (want_max ? x > best : x < best)) { best = x; best_i = r; }
+                }
+                if (op == DP_ARGMAX || op == DP_ARGMIN) *(int64_t *)op_ = best_i;
+                else store_d(op_, out->dtype, best);
+            }
+            if (xp) *(int64_t *)xp = best_i;
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- softmax */
+
+/* Calls fn for each 1-D lane of v along dim (other dims as outer loop), threaded. */
+#define FOR_LANES(V, DIM, ...) do {                                                      \
+        int64_t outer_ = 1;                                                               \
+        for (int d_ = 0; d_ < (V)->ndim; d_++) if (d_ != (DIM)) outer_ *= (V)->sizes[d_]; \
+        int64_t work_ = outer_ * (V)->sizes[DIM];                                          \
+        _Pragma("omp parallel for if (work_ >= PAR_MIN) schedule(static)")                 \
+        for (int64_t o_ = 0; o_ < outer_; o_++) {                                         \
+            int64_t rem_ = o_, lane_off = 0, lane_off2 = 0, lane_off3 = 0;                \
+            for (int d_ = (V)->ndim - 1; d_ >= 0; d_--) {                                 \
+                if (d_ == (DIM)) continue;                                                \
+                int64_t i_ = rem_ % (V)->sizes[d_]; rem_ /= (V)->sizes[d_];               \
+                lane_off += i_ * s1[d_]; lane_off2 += i_ * s2[d_]; lane_off3 += i_ * s3[d_]; \
+            }                                                                             \
+            __VA_ARGS__                                                                   \
+        }                                                                                 \
+    } while (0)
+
+static int cpu_softmax(bool is_log, const dp_view *out, const dp_view *in, int dim)
+{
+    const int64_t *s1 = in->strides, *s2 = out->strides, *s3 = out->strides;
+    int64_t len = in->sizes[dim], si = in->strides[dim], so = out->strides[dim];
+    int dt = in->dtype, es = (int)dp_dtype_size(dt);
+    FOR_LANES(in, dim, {
+        (void)lane_off3;
+        const char *x = (const char *)in->data + lane_off * es;
+        char *y = (char *)out->data + lane_off2 * es;
+        double m = -INFINITY, sum = 0;
+        for (int64_t r = 0; r < len; r++) { double v = load_d(x + r * si * es, dt); if (v > m || v != v) m = v; }
+        for (int64_t r = 0; r < len; r++) sum += exp(load_d(x + r * si * es, dt) - m);
+        double lse = m + log(sum);
+        for (int64_t r = 0; r < len; r++) {
+            double v = load_d(x + r * si * es, dt);
+            store_d(y + r * so * es, dt, is_log ? v - lse : exp(v - m) / sum);
+        }
+    });
+    return 0;
+}
+
+static int cpu_softmax_backward(bool is_log, const dp_view *gin, const dp_view *gout, const dp_view *y, int dim)
+{
+    const int64_t *s1 = gout->strides, *s2 = gin->strides, *s3 = y->strides;
+    int64_t len = gout->sizes[dim], sg = gout->strides[dim], sgi = gin->strides[dim], sy = y->strides[dim];
+    int dt = gout->dtype, es = (int)dp_dtype_size(dt);
+    FOR_LANES(gout, dim, {
+        const char *g = (const char *)gout->data + lane_off * es;
+        char *gi = (char *)gin->data + lane_off2 * es;
+        const char *yy = (const char *)y->data + lane_off3 * es;
+        double acc = 0;
+        for (int64_t r = 0; r < len; r++) {
+            double gv = load_d(g + r * sg * es, dt);
+            acc += is_log ? gv : gv * load_d(yy + r * sy * es, dt);
+        }
+        for (int64_t r = 0; r < len; r++) {
+            double gv = load_d(g + r * sg * es, dt), yv = load_d(yy + r * sy * es, dt);
+            store_d(gi + r * sgi * es, dt, is_log ? gv - exp(yv) * acc : yv * (gv - acc));
+        }
+    });
+    return 0;
+}
+
+/* ---------------------------------------------------------------- GEMM */
+
+static int cpu_gemm(int dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+                    const void *a, int64_t lda, int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
+                    double beta, void *c, int64_t ldc, int64_t stride_c, int64_t batch)
+{
+    enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
+    for (int64_t i = 0; i < batch; i++) {
+        if (dtype == DP_FLOAT32) {
+            cblas_sgemm(CblasRowMajor, TA, TB, (int)m, (int)n, (int)k, (float)alpha, (const float *)a + i * stride_a,
+                        (int)lda, (const float *)b + i * stride_b, (int)ldb, (float)beta, (float *)c + i * stride_c, (int)ldc);
+        } else if (dtype == DP_FLOAT64) {
+            cblas_dgemm(CblasRowMajor, TA, TB, (int)m, (int)n, (int)k, alpha, (const double *)a + i * stride_a,
+                        (int)lda, (const double *)b + i * stride_b, (int)ldb, beta, (double *)c + i * stride_c, (int)ldc);
+        } else if (dtype == DP_INT64) {
+            const int64_t *A = (const int64_t *)a + i * stride_a, *B = (const int64_t *)b + i * stride_b;
+            int64_t *C = (int64_t *)c + i * stride_c;
+            for (int64_t r = 0; r < m; r++)
+                for (int64_t q = 0; q < n; q++) {
+                    int64_t acc = 0;
+                    for (int64_t p = 0; p < k; p++)
+                        acc += (ta ? A[p * lda + r] : A[r * lda + p]) * (tb ? B[q * ldb + p] : B[p * ldb + q]);
+                    C[r * ldc + q] = (int64_t)alpha * acc + (beta != 0 ? (int64_t)beta * C[r * ldc + q] : 0);
+                }
+        } else return dp_error("matrix products are not supported for dtype %s", dp_dtype_name(dtype));
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- indexing */
+
+static dp_view lane(const dp_view *v, int dim, int64_t i)
+{
+    dp_view s = *v;
+    s.data = (char *)v->data + i * v->strides[dim] * (int64_t)dp_dtype_size(v->dtype);
+    s.sizes[dim] = 1;
+    return s;
+}
+
+static int cpu_index_select(const dp_view *out, const dp_view *in, int dim, const dp_view *idx)
+{
+    const int64_t *ix = idx->data;
+    for (int64_t i = 0; i < out->sizes[dim]; i++) {
+        dp_view o = lane(out, dim, i), s = lane(in, dim, ix[i * idx->strides[0]]);
+        cpu_copy(&o, &s);
+    }
+    return 0;
+}
+
+static int cpu_index_add(const dp_view *gin, int dim, const dp_view *idx, const dp_view *src)
+{
+    const int64_t *ix = idx->data;
+    for (int64_t i = 0; i < src->sizes[dim]; i++) {
+        dp_view g = lane(gin, dim, ix[i * idx->strides[0]]), s = lane(src, dim, i);
+        cpu_binary(DP_ADD, &g, &g, &s);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- random */
+
+static int cpu_random(int dist, const dp_view *out, uint64_t seed, uint64_t offset, double a, double b)
+{
+    int64_t n = 1;
+    for (int d = 0; d < out->ndim; d++) n *= out->sizes[d];
+    int dt = out->dtype, es = (int)dp_dtype_size(dt);
+    bool f64 = dt == DP_FLOAT64;
+    #pragma omp parallel for if (n >= PAR_MIN / 4) schedule(static)
+    for (int64_t i = 0; i < n; i++)   /* out is contiguous (ops.c makes it so) */
+        store_d((char *)out->data + i * es, dt, dp_rng_value(dist, f64, seed, offset + (uint64_t)i, a, b));
+    return 0;
+}
+
+/* ---------------------------------------------------------------- losses */
+
+static int cpu_nll_loss(const dp_view *out, const dp_view *input, const dp_view *target, bool per_item)
+{
+    int64_t N = input->sizes[0];
+    int dt = input->dtype, es = (int)dp_dtype_size(dt);
+    const int64_t *t = target->data;
+    double acc = 0;
+    for (int64_t i = 0; i < N; i++) {
+        double v = -load_d((const char *)input->data + (i * input->strides[0] + t[i * target->strides[0]] * input->strides[1]) * es, dt);
+        if (per_item) store_d((char *)out->data + i * out->strides[0] * es, dt, v);
+        else acc += v;
+    }
+    if (!per_item) store_d(out->data, dt, acc);
+    return 0;
+}
+
+static int cpu_nll_loss_backward(const dp_view *gin, const dp_view *gout, const dp_view *target, bool per_item, double scale)
+{
+    int64_t N = gin->sizes[0];
+    int dt = gin->dtype, es = (int)dp_dtype_size(dt);
+    const int64_t *t = target->data;
+    for (int64_t i = 0; i < N; i++) {
+        double g = load_d((const char *)gout->data + (per_item ? i * gout->strides[0] * es : 0), dt);
+        store_d((char *)gin->data + (i * gin->strides[0] + t[i * target->strides[0]] * gin->strides[1]) * es, dt, -g * scale);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- optimizers (PyTorch 1.13 rules) */
+
+#define SGD_BODY(T) do {                                                                         \
+        T *p = param; const T *g = grad; T *m = buf;                                             \
+        T lr = (T)o->lr, wd = (T)o->weight_decay, mom = (T)o->momentum, damp = (T)(1 - o->dampening); \
+        _Pragma("omp parallel for simd if (n >= PAR_MIN)")                                      \
+        for (int64_t i = 0; i < n; i++) {                                                        \
+            T d = g[i];                                                                          \
+            if (wd != 0) d = d + wd * p[i];                                                      \
+            if (m) {                                                                             \
+                m[i] = o->first_step ? d : mom * m[i] + damp * d;                                \
+                d = o->nesterov ? d + mom * m[i] : m[i];                                         \
+            }                                                                                    \
+            p[i] = p[i] - lr * d;                                                                \
+        }                                                                                        \
+    } while (0)
+
+static int cpu_sgd_step(int dtype, int64_t n, void *param, const void *grad, void *buf, const dp_sgd_opts *o)
+{
+    if (dtype == DP_FLOAT32) SGD_BODY(float);
+    else SGD_BODY(double);
+    return 0;
+}
+
+#define ADAM_BODY(T, SQRT) do {                                                                  \
+        T *p = param; const T *g = grad; T *m = m_; T *v = v_;                                   \
+        T b1 = (T)o->beta1, b2 = (T)o->beta2, wd = (T)o->weight_decay, eps = (T)o->eps;          \
+        double bc1 = 1 - pow(o->beta1, (double)o->step), bc2 = 1 - pow(o->beta2, (double)o->step); \
+        T step_size = (T)(o->lr / bc1), bc2_sqrt = (T)sqrt(bc2), decay = (T)(1 - o->lr * o->weight_decay); \
+        _Pragma("omp parallel for simd if (n >= PAR_MIN)")                                      \
+        for (int64_t i = 0; i < n; i++) {                                                        \
+            T gi = g[i];                                                                         \
+            if (o->decoupled) p[i] = p[i] * decay;                                               \
+            else if (wd != 0) gi = gi + wd * p[i];                                               \
+            m[i] = m[i] * b1 + gi * (T)(1 - b1);                                                 \
+            v[i] = v[i] * b2 + gi * gi * (T)(1 - b2);                                            \
+            T denom = SQRT(v[i]) / bc2_sqrt + eps;                                               \
+            p[i] = p[i] - step_size * (m[i] / denom);                                            \
+        }                                                                                        \
+    } while (0)
+
+static int cpu_adam_step(int dtype, int64_t n, void *param, const void *grad, void *m_, void *v_, const dp_adam_opts *o)
+{
+    if (dtype == DP_FLOAT32) ADAM_BODY(float, sqrtf);
+    else ADAM_BODY(double, sqrt);
+    return 0;
+}
+
+const dp_backend dp_cpu_backend = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .copy_h2d = cpu_copy_bytes,
+    .copy_d2h = cpu_copy_d2h,
+    .copy_d2d = cpu_copy_d2d,
+    .synchronize = cpu_sync,
+    .fill = cpu_fill,
+    .copy = cpu_copy,
+    .unary = cpu_unary,
+    .binary = cpu_binary,
+    .binary_scalar = cpu_binary_scalar,
+    .reduce = cpu_reduce,
+    .softmax = cpu_softmax,
+    .softmax_backward = cpu_softmax_backward,
+    .gemm = cpu_gemm,
+    .index_select = cpu_index_select,
+    .index_add = cpu_index_add,
+    .random = cpu_random,
+    .nll_loss = cpu_nll_loss,
+    .nll_loss_backward = cpu_nll_loss_backward,
+    .sgd_step = cpu_sgd_step,
+    .adam_step = cpu_adam_step,
+    .empty_cache = cpu_empty_cache,
+};

@@ -1,0 +1,310 @@
+/* dp.h: the dplua engine's C API: devices, storage, strided tensors, ops, autograd.
+ *
+ * Conventions (every function below keeps them):
+ *   - A function that returns dp_tensor* returns a NEW reference (the caller releases it
+ *     with dp_tensor_release) or NULL on failure.  A function that returns int returns 0 on
+ *     success and -1 on failure.  On failure dp_last_error() says what was wrong.
+ *   - Tensor arguments are borrowed: the callee retains what it keeps.
+ *   - Dimensions in this API are 0-based; the Lua binding converts from 1-based.
+ *   - Nothing here exits, aborts, longjmps or prints.
+ * The engine never includes lua.h.
+ */
+#ifndef DP_H
+#define DP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DP_MAX_DIMS 8
+
+/* ---------------------------------------------------------------- errors */
+
+/* Sets the thread-local error message (printf-style) and returns -1. */
+int dp_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The thread-local message of the last failure ("" if none). */
+const char *dp_last_error(void);
+void dp_clear_error(void);
+
+/* ---------------------------------------------------------------- dtypes */
+
+typedef enum { DP_FLOAT32 = 0, DP_FLOAT64, DP_INT64, DP_BOOL, DP_NDTYPES } dp_dtype;
+
+size_t dp_dtype_size(dp_dtype dt);
+const char *dp_dtype_name(dp_dtype dt);          /* "float32", ... */
+int dp_dtype_parse(const char *name, dp_dtype *out); /* also accepts "float", "double", "long" */
+bool dp_dtype_is_float(dp_dtype dt);
+
+/* ---------------------------------------------------------------- devices */
+
+typedef enum { DP_DEVICE_CPU = 0, DP_DEVICE_CUDA = 1 } dp_device_type;
+
+typedef struct {
+    int type;  /* dp_device_type */
+    int index; /* 0-based */
+} dp_device;
+
+static inline dp_device dp_cpu(void) { dp_device d = { DP_DEVICE_CPU, 0 }; return d; }
+static inline bool dp_device_eq(dp_device a, dp_device b) { return a.type == b.type && a.index == b.index; }
+
+/* "cpu", "cpu:1", "cuda", "cuda:0" -> device (syntax only; see dp_device_check). */
+int dp_device_parse(const char *s, dp_device *out);
+/* Writes "cpu", "cpu:1", "cuda:0" into buf (at least 32 bytes); returns buf. */
+char *dp_device_str(dp_device d, char *buf);
+/* 0 if the device exists and is usable, else -1 with "CUDA is not available ..." or
+ * "cuda:7 does not exist (1 CUDA device)" style messages. */
+int dp_device_check(dp_device d);
+
+int dp_cpu_device_count(void);
+/* Only before the first tensor is made; -1 with a message afterwards or for n < 1. */
+int dp_cpu_set_device_count(int n);
+
+bool dp_cuda_is_built(void);      /* the CUDA backend was compiled (it may still be unloadable) */
+int dp_cuda_device_count(void);   /* 0 when there is no driver, no GPU or no backend */
+int dp_cuda_synchronize(int index);  /* index < 0: all devices */
+size_t dp_cuda_memory_allocated(int index);
+size_t dp_cuda_max_memory_allocated(int index);
+void dp_cuda_empty_cache(void);
+int dp_cuda_set_tf32(bool allow);
+
+/* Called (on the allocating thread) when a device allocation fails, before the cache is
+ * emptied and the allocation retried once: the Lua binding runs the collector here. */
+void dp_set_oom_hook(void (*fn)(void *ctx), void *ctx);
+
+/* Threads one CPU op may use (OpenMP and OpenBLAS). */
+void dp_set_num_threads(int n);
+int dp_get_num_threads(void);
+
+/* ---------------------------------------------------------------- storage */
+
+typedef struct dp_storage {
+    int refcount;              /* atomic */
+    void *data;
+    size_t nbytes;
+    dp_device device;
+    uint64_t version;          /* bumped by every in-place write (autograd checks it) */
+    void (*deleter)(void *ctx, void *data);  /* NULL: the device allocator owns data */
+    void *deleter_ctx;
+} dp_storage;
+
+dp_storage *dp_storage_new(dp_device dev, size_t nbytes);
+void dp_storage_retain(dp_storage *s);
+void dp_storage_release(dp_storage *s);
+
+/* Bytes of tensor storage alive on the host (all CPU devices) and on CUDA devices:
+ * the Lua binding feeds these to the collector. */
+size_t dp_host_bytes_in_use(void);
+size_t dp_total_bytes_allocated_ever(void); /* monotonic, all devices */
+
+/* ---------------------------------------------------------------- tensors */
+
+typedef struct dp_node dp_node;
+typedef struct dp_tensor dp_tensor;
+
+/* Called when a leaf's .grad is final for the current backward pass. */
+typedef void (*dp_grad_ready_fn)(void *ctx, dp_tensor *leaf);
+
+struct dp_tensor {
+    int refcount;              /* atomic */
+    dp_dtype dtype;
+    int ndim;
+    int64_t sizes[DP_MAX_DIMS];
+    int64_t strides[DP_MAX_DIMS];  /* in elements */
+    int64_t offset;                /* in elements, into storage */
+    dp_storage *storage;
+    dp_device device;              /* == storage->device */
+
+    /* autograd */
+    bool requires_grad;
+    dp_tensor *grad;               /* NULL until a backward reaches this leaf */
+    dp_node *grad_fn;              /* NULL for leaves */
+    dp_tensor *view_base;          /* for views of tensors that require grad */
+    dp_grad_ready_fn grad_ready;   /* optional hook, leaves only */
+    void *grad_ready_ctx;
+    int64_t grad_ready_pending;    /* engine bookkeeping during backward */
+};
+
+void dp_tensor_retain(dp_tensor *t);
+void dp_tensor_release(dp_tensor *t);   /* NULL is fine */
+
+int64_t dp_numel(const dp_tensor *t);
+bool dp_is_contiguous(const dp_tensor *t);
+/* Pointer to element 0 of the view (storage data + offset).  Host-readable only on CPU. */
+void *dp_data(const dp_tensor *t);
+bool dp_same_shape(const dp_tensor *a, const dp_tensor *b);
+/* Writes "[30, 5]" into buf; returns buf. */
+char *dp_shape_str(int ndim, const int64_t *sizes, char *buf, size_t n);
+
+/* ---- creation */
+dp_tensor *dp_empty(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev);
+dp_tensor *dp_full(int ndim, const int64_t *sizes, double value, dp_dtype dt, dp_device dev);
+dp_tensor *dp_zeros(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev);
+dp_tensor *dp_ones(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev);
+dp_tensor *dp_scalar_tensor(double value, dp_dtype dt, dp_device dev);   /* 0-dim */
+/* Copies n = prod(sizes) host values of dtype src_dt (converted to dt). */
+dp_tensor *dp_from_host(const void *src, dp_dtype src_dt, int ndim, const int64_t *sizes,
+                        dp_dtype dt, dp_device dev);
+dp_tensor *dp_arange(double start, double stop, double step, dp_dtype dt, dp_device dev);
+dp_tensor *dp_eye(int64_t n, int64_t m, dp_dtype dt, dp_device dev);
+
+/* ---- random numbers: Philox4x32-10, counter based, so a CUDA kernel reproduces the CPU
+ * draw element for element.  Element i of a draw uses counter (offset + i); every draw
+ * advances the global offset by its number of elements. */
+void dp_manual_seed(uint64_t seed);
+uint64_t dp_initial_seed(void);
+/* Reserves n counters of the global stream and returns the first. */
+uint64_t dp_rng_reserve(uint64_t n);
+dp_tensor *dp_rand(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev);
+dp_tensor *dp_randn(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev);
+dp_tensor *dp_randint(int64_t low, int64_t high, int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev);
+int dp_uniform_(dp_tensor *t, double a, double b);
+int dp_normal_(dp_tensor *t, double mean, double std);
+/* A random permutation of 0..n-1 (int64, CPU), drawn from (seed, offset) when
+ * use_generator is true, else from the global stream. */
+dp_tensor *dp_randperm(int64_t n, bool use_generator, uint64_t seed, uint64_t offset);
+/* The exact mapping from (seed, counter) to values is in philox.h. */
+
+/* ---- views (share storage; differentiable) */
+dp_tensor *dp_select(dp_tensor *t, int dim, int64_t index);          /* index 0-based, >= 0 */
+dp_tensor *dp_narrow(dp_tensor *t, int dim, int64_t start, int64_t length);
+dp_tensor *dp_view_sizes(dp_tensor *t, int ndim, const int64_t *sizes);    /* one -1 allowed */
+dp_tensor *dp_reshape(dp_tensor *t, int ndim, const int64_t *sizes); /* view if possible */
+dp_tensor *dp_transpose(dp_tensor *t, int d0, int d1);
+dp_tensor *dp_permute(dp_tensor *t, const int *perm);                /* t->ndim entries */
+dp_tensor *dp_unsqueeze(dp_tensor *t, int dim);
+dp_tensor *dp_squeeze(dp_tensor *t, int dim);                        /* dim < 0: all size-1 dims */
+dp_tensor *dp_expand(dp_tensor *t, int ndim, const int64_t *sizes);  /* -1 keeps a size */
+dp_tensor *dp_flatten(dp_tensor *t, int start, int end);
+dp_tensor *dp_detach(dp_tensor *t);                                  /* shares storage, no grad */
+/* An alias of t (same storage, sizes, strides) as a new tensor object, no autograd link. */
+dp_tensor *dp_alias(dp_tensor *t);
+
+/* ---- copies (differentiable) */
+dp_tensor *dp_contiguous(dp_tensor *t);   /* returns t retained when already contiguous */
+dp_tensor *dp_clone(dp_tensor *t);
+/* Returns t retained when nothing changes. */
+dp_tensor *dp_to(dp_tensor *t, dp_device dev, dp_dtype dt, bool non_blocking);
+dp_tensor *dp_cat(int n, dp_tensor *const *ts, int dim);
+dp_tensor *dp_stack(int n, dp_tensor *const *ts, int dim);
+dp_tensor *dp_index_select(dp_tensor *t, int dim, dp_tensor *index);  /* index: int64 1-D, 0-based */
+/* DataParallel's cached replicas: a new tensor aliasing dst (same shape as t, on dst's
+ * device) that autograd treats as to(t, dst->device): its gradient flows back to t.  t's
+ * values are copied into dst first only when copy is true. */
+dp_tensor *dp_to_reuse(dp_tensor *t, dp_tensor *dst, bool copy);
+/* Bytes copied between distinct devices so far (to(), copy_, to_reuse): a counter that
+ * specs and benchmarks read. */
+uint64_t dp_bytes_copied_between_devices(void);
+
+/* ---- elementwise ops (differentiable, broadcasting) */
+typedef enum {
+    DP_ADD = 0, DP_SUB, DP_MUL, DP_DIV, DP_POW,
+    DP_EQ, DP_NE, DP_LT, DP_LE, DP_GT, DP_GE,     /* comparisons: bool result, not differentiable */
+    DP_MAXIMUM, DP_MINIMUM,
+    DP_NBINARY
+} dp_binary_op;
+
+typedef enum {
+    DP_NEG = 0, DP_EXP, DP_LOG, DP_SQRT, DP_ABS, DP_RELU, DP_SIGMOID, DP_TANH,
+    DP_CLAMP,          /* params: lo, hi (NaN = unbounded) */
+    DP_SIGN, DP_RELU_MASK /* x > 0 as the same dtype (backward helper) */,
+    DP_NUNARY
+} dp_unary_op;
+
+dp_tensor *dp_binary(dp_binary_op op, dp_tensor *a, dp_tensor *b);
+/* a op s, or s op a when reverse. */
+dp_tensor *dp_binary_scalar(dp_binary_op op, dp_tensor *a, double s, bool reverse);
+dp_tensor *dp_unary(dp_unary_op op, dp_tensor *a, double p0, double p1);
+
+/* Result dtype of a binary op between dtypes (PyTorch promotion, no int/bool division). */
+dp_dtype dp_promote(dp_dtype a, dp_dtype b);
+/* Broadcast shape of a and b, or -1 with "The size of tensor a (4) must match the size
+ * of tensor b (5) at non-singleton dimension 1". */
+int dp_broadcast_shape(int na, const int64_t *sa, int nb, const int64_t *sb, int *nout, int64_t *sout);
+
+/* ---- in-place (not differentiable: refused on tensors that require grad while grad mode is on) */
+int dp_binary_(dp_binary_op op, dp_tensor *self, dp_tensor *other);   /* other broadcast to self */
+int dp_binary_scalar_(dp_binary_op op, dp_tensor *self, double s);
+int dp_unary_(dp_unary_op op, dp_tensor *self, double p0, double p1);
+int dp_fill_(dp_tensor *self, double value);
+int dp_copy_(dp_tensor *self, dp_tensor *src);   /* broadcast, any device/dtype */
+/* self += alpha * other (same shape), used by optimizers and gradient accumulation. */
+int dp_axpy_(dp_tensor *self, double alpha, dp_tensor *other);
+
+/* ---- reductions (differentiable).  dim < 0: over every element. */
+typedef enum { DP_SUM = 0, DP_MEAN, DP_MAX, DP_MIN, DP_ARGMAX, DP_ARGMIN, DP_NREDUCE } dp_reduce_op;
+/* For DP_MAX/DP_MIN with dim >= 0, *indices (if not NULL) receives the int64 indices (0-based). */
+dp_tensor *dp_reduce(dp_reduce_op op, dp_tensor *t, int dim, bool keepdim, dp_tensor **indices);
+
+dp_tensor *dp_softmax(dp_tensor *t, int dim);
+dp_tensor *dp_log_softmax(dp_tensor *t, int dim);
+
+/* ---- matrix products (differentiable; OpenBLAS / cuBLAS) */
+dp_tensor *dp_matmul(dp_tensor *a, dp_tensor *b);     /* 1-D, 2-D and batched, as torch.matmul */
+dp_tensor *dp_mm(dp_tensor *a, dp_tensor *b);         /* 2-D only */
+/* beta * c + alpha * (a @ b) */
+dp_tensor *dp_addmm(dp_tensor *c, dp_tensor *a, dp_tensor *b, double beta, double alpha);
+/* x @ w^T + b (b may be NULL); x is [..., in], w is [out, in]. */
+dp_tensor *dp_linear(dp_tensor *x, dp_tensor *w, dp_tensor *b);
+
+/* ---- nn functions (differentiable) */
+typedef enum { DP_REDUCTION_NONE = 0, DP_REDUCTION_MEAN, DP_REDUCTION_SUM } dp_reduction;
+dp_tensor *dp_mse_loss(dp_tensor *input, dp_tensor *target, dp_reduction red);
+/* input [N, C] log-probabilities, target int64 [N] 0-based classes. */
+dp_tensor *dp_nll_loss(dp_tensor *input, dp_tensor *target, dp_reduction red);
+dp_tensor *dp_cross_entropy(dp_tensor *input, dp_tensor *target, dp_reduction red);
+dp_tensor *dp_dropout(dp_tensor *x, double p, bool training);
+
+/* ---- optimizer updates (in place, one call per parameter; PyTorch's update rules) */
+typedef struct {
+    double lr, momentum, dampening, weight_decay;
+    bool nesterov;
+    bool first_step;    /* momentum buffer is initialised to the gradient */
+} dp_sgd_opts;
+int dp_sgd_step(dp_tensor *param, dp_tensor *grad, dp_tensor *momentum_buf, const dp_sgd_opts *o);
+
+typedef struct {
+    double lr, beta1, beta2, eps, weight_decay;
+    bool decoupled;     /* AdamW */
+    int64_t step;       /* 1-based step number after increment */
+} dp_adam_opts;
+int dp_adam_step(dp_tensor *param, dp_tensor *grad, dp_tensor *exp_avg, dp_tensor *exp_avg_sq,
+                 const dp_adam_opts *o);
+
+/* ---- comparisons of whole tensors */
+/* true when same shape and |a-b| <= atol + rtol*|b| everywhere; -1 on error */
+int dp_allclose(dp_tensor *a, dp_tensor *b, double rtol, double atol);
+int dp_equal(dp_tensor *a, dp_tensor *b);
+
+/* ---- reading values (waits for the device) */
+/* Copies the tensor's elements, converted to double, in row-major order into out[n]. */
+int dp_to_doubles(dp_tensor *t, double *out, int64_t n);
+int dp_item(dp_tensor *t, double *out);
+/* Copies the elements as dtype dt (row-major) to host memory out (n elements). */
+int dp_to_host(dp_tensor *t, void *out, dp_dtype dt, int64_t n);
+
+/* ---------------------------------------------------------------- autograd */
+
+/* Grad mode is thread-local. */
+bool dp_grad_enabled(void);
+void dp_set_grad_enabled(bool on);
+
+int dp_set_requires_grad(dp_tensor *t, bool on);   /* leaves only; float dtypes only */
+/* Backward from root: grad may be NULL for a one-element root. */
+int dp_backward(dp_tensor *root, dp_tensor *grad, bool retain_graph);
+/* "AddBackward0", ... for tostring and t.grad_fn */
+const char *dp_node_name(const dp_node *n);
+void dp_node_retain(dp_node *n);
+void dp_node_release(dp_node *n);
+/* Sets (or clears, with fn NULL) the hook called when the leaf's gradient is final. */
+void dp_set_grad_ready_hook(dp_tensor *leaf, dp_grad_ready_fn fn, void *ctx);
+/* Replaces leaf->grad (retains g; g may be NULL). */
+void dp_set_grad(dp_tensor *leaf, dp_tensor *g);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,75 @@
+/* internal.h: what the engine's own files share: the autograd node, recording helpers,
+ * allocation bookkeeping.  Not installed. */
+#ifndef DP_INTERNAL_H
+#define DP_INTERNAL_H
+
+#include "backend.h"
+
+#define DP_MAX_SAVED 4
+
+/* One input edge of a node: where the gradient for that input goes. */
+typedef struct {
+    dp_node *fn;          /* the input's grad_fn, or NULL */
+    dp_tensor *leaf;      /* the input itself when it is a leaf that requires grad */
+    int ndim;             /* the input's shape, dtype and device */
+    int64_t sizes[DP_MAX_DIMS];
+    dp_dtype dtype;
+    dp_device device;
+} dp_edge;
+
+typedef int (*dp_backward_fn)(dp_node *n, dp_tensor *grad, dp_tensor **grad_inputs);
+
+struct dp_node {
+    int refcount;
+    const char *name;
+    dp_backward_fn backward;
+    dp_tensor *saved[DP_MAX_SAVED];
+    uint64_t saved_version[DP_MAX_SAVED];
+    double p[4];                 /* op parameters */
+    int64_t ip[DP_MAX_DIMS + 2]; /* integer parameters (dims, permutations) */
+    bool freed;                  /* saved tensors released after backward */
+    /* backward-pass bookkeeping */
+    int64_t deps;
+    dp_tensor *grad_acc;
+    dp_node *next_in_order;
+    int visit;
+    int n_inputs;
+    dp_edge in[];                /* n_inputs edges */
+};
+
+/* Tensors were made already (CPU device count is then fixed). */
+bool dp_tensors_made(void);
+void dp_run_oom_hook(void);
+
+/* Recording: whether an op with these inputs records itself. */
+bool dp_needs_grad(int n, dp_tensor *const *inputs);
+/* A node for an op with n inputs; attach it to out with dp_attach. */
+dp_node *dp_node_new(const char *name, dp_backward_fn fn, int n, dp_tensor *const *inputs);
+void dp_node_save(dp_node *node, int slot, dp_tensor *t);
+/* Makes out a non-leaf output of node (takes the node's reference). */
+void dp_attach(dp_tensor *out, dp_node *node);
+/* Saved tensor, checked against in-place modification since it was saved. */
+dp_tensor *dp_saved(dp_node *n, int slot);
+
+/* Checks that all tensors are on one device (the message of SPEC section 2). */
+int dp_check_same_device(int n, dp_tensor *const *ts);
+/* Sums g down to the given shape (the backward of broadcasting). New reference. */
+dp_tensor *dp_sum_to(dp_tensor *g, int ndim, const int64_t *sizes);
+/* Tensor with the given layout sharing t's storage (no autograd link); strides NULL: contiguous. */
+dp_tensor *dp_make_view(dp_tensor *t, int ndim, const int64_t *sizes, const int64_t *strides, int64_t offset);
+/* Fills strides for a contiguous layout; returns numel. */
+int64_t dp_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);
+/* Bumps the storage version after an in-place write. */
+void dp_bump_version(dp_tensor *t);
+/* Refuses in-place writes on tensors autograd depends on. */
+int dp_check_inplace(dp_tensor *t, const char *op);
+/* Counts bytes moved between distinct devices. */
+void dp_count_copied(uint64_t nbytes);
+/* Raw strided copy src -> dst (same shape, any devices and dtypes), no autograd. */
+int dp_copy_raw(dp_tensor *dst, dp_tensor *src);
+/* Non-differentiable matrix product on 2-D or 3-D tensors (used by backward passes too). */
+dp_tensor *dp_bmm_raw(dp_tensor *a, dp_tensor *b, bool ta, bool tb);
+
+#define DP_CHECK(cond, ...) do { if (!(cond)) { dp_error(__VA_ARGS__); goto fail; } } while (0)
+
+#endif

@@ -1,0 +1,551 @@
+/* tensor.c: refcounted storage under strided views; creation; views and their backward
+ * passes; reading values back. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static atomic_bool g_made;
+static atomic_size_t g_host_bytes;
+static atomic_size_t g_bytes_ever;
+static atomic_uint_least64_t g_bytes_copied;
+
+bool dp_tensors_made(void) { return atomic_load(&g_made); }
+size_t dp_host_bytes_in_use(void) { return atomic_load(&g_host_bytes); }
+size_t dp_total_bytes_allocated_ever(void) { return atomic_load(&g_bytes_ever); }
+uint64_t dp_bytes_copied_between_devices(void) { return atomic_load(&g_bytes_copied); }
+void dp_count_copied(uint64_t n) { atomic_fetch_add(&g_bytes_copied, n); }
+
+/* ---------------------------------------------------------------- storage */
+
+dp_storage *dp_storage_new(dp_device dev, size_t nbytes)
+{
+    const dp_backend *be = dp_backend_for(dev);
+    if (!be) return NULL;
+    dp_storage *s = calloc(1, sizeof *s);
+    if (!s) { dp_error("out of memory"); return NULL; }
+    s->refcount = 1;
+    s->device = dev;
+    s->nbytes = nbytes;
+    if (nbytes) {
+        s->data = be->alloc(dev, nbytes);
+        if (!s->data) {               /* let the collector free what it can, then retry once */
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", dp_last_error());
+            dp_run_oom_hook();
+            if (be->empty_cache) be->empty_cache();
+            s->data = be->alloc(dev, nbytes);
+            if (!s->data) { dp_error("%s", msg); free(s); return NULL; }
+        }
+    }
+    atomic_store(&g_made, true);
+    atomic_fetch_add(&g_bytes_ever, nbytes);
+    if (dev.type == DP_DEVICE_CPU) atomic_fetch_add(&g_host_bytes, nbytes);
+    return s;
+}
+
+void dp_storage_retain(dp_storage *s) { __atomic_add_fetch(&s->refcount, 1, __ATOMIC_RELAXED); }
+
+void dp_storage_release(dp_storage *s)
+{
+    if (!s || __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+    if (s->deleter) s->deleter(s->deleter_ctx, s->data);
+    else if (s->data) dp_backend_for(s->device)->free(s->device, s->data, s->nbytes);
+    if (s->device.type == DP_DEVICE_CPU) atomic_fetch_sub(&g_host_bytes, s->nbytes);
+    free(s);
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+void dp_tensor_retain(dp_tensor *t) { __atomic_add_fetch(&t->refcount, 1, __ATOMIC_RELAXED); }
+
+void dp_tensor_release(dp_tensor *t)
+{
+    if (!t || __atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+    dp_tensor_release(t->grad);
+    dp_node_release(t->grad_fn);
+    dp_storage_release(t->storage);
+    free(t);
+}
+
+int64_t dp_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides)
+{
+    int64_t n = 1;
+    for (int d = ndim - 1; d >= 0; d--) { strides[d] = n; n *= sizes[d]; }
+    return n;
+}
+
+int64_t dp_numel(const dp_tensor *t)
+{
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= t->sizes[d];
+    return n;
+}
+
+bool dp_is_contiguous(const dp_tensor *t)
+{
+    int64_t expect = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->sizes[d] != 1 && t->strides[d] != expect) return false;
+        expect *= t->sizes[d];
+    }
+    return true;
+}
+
+void *dp_data(const dp_tensor *t)
+{
+    return (char *)t->storage->data + t->offset * (int64_t)dp_dtype_size(t->dtype);
+}
+
+bool dp_same_shape(const dp_tensor *a, const dp_tensor *b)
+{
+    if (a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim; d++) if (a->sizes[d] != b->sizes[d]) return false;
+    return true;
+}
+
+char *dp_shape_str(int ndim, const int64_t *sizes, char *buf, size_t n)
+{
+    size_t len = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < ndim && len < n; d++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%lld", d ? ", " : "", (long long)sizes[d]);
+    if (len < n) snprintf(buf + len, n - len, "]");
+    return buf;
+}
+
+dp_view dp_view_of(const dp_tensor *t)
+{
+    dp_view v;
+    v.data = dp_data(t);
+    v.dtype = t->dtype;
+    v.ndim = t->ndim;
+    memcpy(v.sizes, t->sizes, sizeof v.sizes);
+    memcpy(v.strides, t->strides, sizeof v.strides);
+    v.device = t->device;
+    return v;
+}
+
+static int check_sizes(int ndim, const int64_t *sizes)
+{
+    if (ndim < 0 || ndim > DP_MAX_DIMS)
+        return dp_error("tensors have at most %d dimensions, got %d", DP_MAX_DIMS, ndim);
+    for (int d = 0; d < ndim; d++)
+        if (sizes[d] < 0) return dp_error("negative size %lld in dimension %d", (long long)sizes[d], d + 1);
+    return 0;
+}
+
+dp_tensor *dp_empty(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev)
+{
+    if (check_sizes(ndim, sizes)) return NULL;
+    if ((unsigned)dt >= DP_NDTYPES) { dp_error("invalid dtype %d", (int)dt); return NULL; }
+    dp_tensor *t = calloc(1, sizeof *t);
+    if (!t) { dp_error("out of memory"); return NULL; }
+    t->refcount = 1;
+    t->dtype = dt;
+    t->ndim = ndim;
+    memcpy(t->sizes, sizes, sizeof(int64_t) * (size_t)ndim);
+    int64_t n = dp_contiguous_strides(ndim, sizes, t->strides);
+    t->storage = dp_storage_new(dev, (size_t)n * dp_dtype_size(dt));
+    if (!t->storage) { free(t); return NULL; }
+    t->device = dev;
+    return t;
+}
+
+dp_tensor *dp_full(int ndim, const int64_t *sizes, double value, dp_dtype dt, dp_device dev)
+{
+    dp_tensor *t = dp_empty(ndim, sizes, dt, dev);
+    if (t && dp_numel(t)) {
+        dp_view v = dp_view_of(t);
+        if (dp_backend_for(dev)->fill(&v, value)) { dp_tensor_release(t); return NULL; }
+    }
+    return t;
+}
+
+dp_tensor *dp_zeros(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev) { return dp_full(ndim, sizes, 0, dt, dev); }
+dp_tensor *dp_ones(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev) { return dp_full(ndim, sizes, 1, dt, dev); }
+dp_tensor *dp_scalar_tensor(double v, dp_dtype dt, dp_device dev) { return dp_full(0, NULL, v, dt, dev); }
+
+dp_tensor *dp_from_host(const void *src, dp_dtype src_dt, int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev)
+{
+    dp_tensor *host = dp_empty(ndim, sizes, src_dt, dp_cpu());
+    if (!host) return NULL;
+    memcpy(dp_data(host), src, (size_t)dp_numel(host) * dp_dtype_size(src_dt));
+    if (src_dt == dt && dp_device_eq(dev, host->device)) return host;
+    dp_tensor *out = dp_empty(ndim, sizes, dt, dev);
+    if (out && dp_copy_raw(out, host)) { dp_tensor_release(out); out = NULL; }
+    dp_tensor_release(host);
+    return out;
+}
+
+dp_tensor *dp_arange(double start, double stop, double step, dp_dtype dt, dp_device dev)
+{
+    if (step == 0) { dp_error("arange: step must be nonzero"); return NULL; }
+    if ((step > 0 && start > stop) || (step < 0 && start < stop)) {
+        dp_error("arange: upper bound %g and lower bound %g inconsistent with step sign %g", stop, start, step);
+        return NULL;
+    }
+    int64_t n = (int64_t)ceil((stop - start) / step);
+    if (n < 0) n = 0;
+    double *vals = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!vals) { dp_error("out of memory"); return NULL; }
+    for (int64_t i = 0; i < n; i++) vals[i] = start + (double)i * step;
+    dp_tensor *t = dp_from_host(vals, DP_FLOAT64, 1, &n, dt, dev);
+    free(vals);
+    return t;
+}
+
+dp_tensor *dp_eye(int64_t n, int64_t m, dp_dtype dt, dp_device dev)
+{
+    if (n < 0 || m < 0) { dp_error("eye: sizes must be non-negative, got %lld x %lld", (long long)n, (long long)m); return NULL; }
+    int64_t sizes[2] = { n, m };
+    dp_tensor *t = dp_zeros(2, sizes, dt, dp_cpu());
+    if (!t) return NULL;
+    for (int64_t i = 0; i < n && i < m; i++) {
+        dp_tensor *e = dp_make_view(t, 0, NULL, NULL, i * m + i);
+        dp_fill_(e, 1);
+        dp_tensor_release(e);
+    }
+    if (dp_device_eq(dev, t->device)) return t;
+    dp_tensor *out = dp_to(t, dev, dt, false);
+    dp_tensor_release(t);
+    return out;
+}
+
+/* ---------------------------------------------------------------- views */
+
+dp_tensor *dp_make_view(dp_tensor *t, int ndim, const int64_t *sizes, const int64_t *strides, int64_t offset)
+{
+    dp_tensor *v = calloc(1, sizeof *v);
+    if (!v) { dp_error("out of memory"); return NULL; }
+    v->refcount = 1;
+    v->dtype = t->dtype;
+    v->ndim = ndim;
+    if (ndim) {
+        memcpy(v->sizes, sizes, sizeof(int64_t) * (size_t)ndim);
+        if (strides) memcpy(v->strides, strides, sizeof(int64_t) * (size_t)ndim);
+        else dp_contiguous_strides(ndim, sizes, v->strides);
+    }
+    v->offset = offset;
+    v->storage = t->storage;
+    dp_storage_retain(t->storage);
+    v->device = t->device;
+    return v;
+}
+
+dp_tensor *dp_alias(dp_tensor *t) { return dp_make_view(t, t->ndim, t->sizes, t->strides, t->offset); }
+
+dp_tensor *dp_detach(dp_tensor *t) { return dp_alias(t); }
+
+static int check_dim(const dp_tensor *t, int dim, const char *op)
+{
+    if (dim < 0 || dim >= t->ndim) {
+        if (t->ndim == 0) return dp_error("%s: dimension %d is out of range for a 0-dimensional tensor", op, dim + 1);
+        return dp_error("%s: dimension %d is out of range (the tensor has %d dimension%s)", op, dim + 1,
+                        t->ndim, t->ndim == 1 ? "" : "s");
+    }
+    return 0;
+}
+
+/* Backward of every view that only rearranges elements: reshape the gradient back. */
+static int reshape_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
+{
+    gin[0] = dp_reshape(g, n->in[0].ndim, n->in[0].sizes);
+    return gin[0] ? 0 : -1;
+}
+
+/* Backward of select and narrow: the gradient lands in a zero tensor of the input's shape. */
+static int slice_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
+{
+    dp_tensor *z = dp_zeros(n->in[0].ndim, n->in[0].sizes, g->dtype, g->device);
+    if (!z) return -1;
+    dp_tensor *part = n->ip[2] ? dp_narrow(z, (int)n->ip[0], n->ip[1], n->ip[3])
+                               : dp_select(z, (int)n->ip[0], n->ip[1]);
+    int rc = part ? dp_copy_raw(part, g) : -1;
+    dp_tensor_release(part);
+    if (rc) { dp_tensor_release(z); return -1; }
+    gin[0] = z;
+    return 0;
+}
+
+static int transpose_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
+{
+    gin[0] = dp_transpose(g, (int)n->ip[0], (int)n->ip[1]);
+    return gin[0] ? 0 : -1;
+}
+
+static int permute_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
+{
+    int inv[DP_MAX_DIMS];
+    for (int d = 0; d < g->ndim; d++) inv[n->ip[d]] = d;
+    gin[0] = dp_permute(g, inv);
+    return gin[0] ? 0 : -1;
+}
+
+static int expand_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
+{
+    gin[0] = dp_sum_to(g, n->in[0].ndim, n->in[0].sizes);
+    return gin[0] ? 0 : -1;
+}
+
+/* Wraps a fresh view v of t into the graph. */
+static dp_tensor *record_view(dp_tensor *v, dp_tensor *t, const char *name, dp_backward_fn fn, const int64_t *ip, int nip)
+{
+    if (v && dp_needs_grad(1, &t)) {
+        dp_node *node = dp_node_new(name, fn, 1, &t);
+        if (!node) { dp_tensor_release(v); return NULL; }
+        for (int i = 0; i < nip; i++) node->ip[i] = ip[i];
+        dp_attach(v, node);
+    }
+    return v;
+}
+
+dp_tensor *dp_select(dp_tensor *t, int dim, int64_t index)
+{
+    if (check_dim(t, dim, "select")) return NULL;
+    if (index < 0 || index >= t->sizes[dim]) {
+        dp_error("index %lld is out of range for dimension %d with size %lld", (long long)index + 1, dim + 1,
+                 (long long)t->sizes[dim]);
+        return NULL;
+    }
+    int64_t sizes[DP_MAX_DIMS], strides[DP_MAX_DIMS];
+    for (int d = 0, k = 0; d < t->ndim; d++)
+        if (d != dim) { sizes[k] = t->sizes[d]; strides[k++] = t->strides[d]; }
+    dp_tensor *v = dp_make_view(t, t->ndim - 1, sizes, strides, t->offset + index * t->strides[dim]);
+    int64_t ip[4] = { dim, index, 0, 0 };
+    return record_view(v, t, "SelectBackward", slice_backward, ip, 4);
+}
+
+dp_tensor *dp_narrow(dp_tensor *t, int dim, int64_t start, int64_t length)
+{
+    if (check_dim(t, dim, "narrow")) return NULL;
+    if (start < 0 || length < 0 || start + length > t->sizes[dim]) {
+        dp_error("narrow: start %lld and length %lld are out of range for dimension %d with size %lld",
+                 (long long)start + 1, (long long)length, dim + 1, (long long)t->sizes[dim]);
+        return NULL;
+    }
+    int64_t sizes[DP_MAX_DIMS];
+    memcpy(sizes, t->sizes, sizeof sizes);
+    sizes[dim] = length;
+    dp_tensor *v = dp_make_view(t, t->ndim, sizes, t->strides, t->offset + start * t->strides[dim]);
+    int64_t ip[4] = { dim, start, 1, length };
+    return record_view(v, t, "SliceBackward", slice_backward, ip, 4);
+}
+
+/* Resolves one -1 and checks the element count. */
+static int infer_sizes(const dp_tensor *t, int ndim, const int64_t *in, int64_t *out)
+{
+    if (ndim > DP_MAX_DIMS) return dp_error("tensors have at most %d dimensions, got %d", DP_MAX_DIMS, ndim);
+    int64_t known = 1, n = dp_numel(t);
+    int infer = -1;
+    for (int d = 0; d < ndim; d++) {
+        out[d] = in[d];
+        if (in[d] == -1) {
+            if (infer >= 0) return dp_error("only one dimension can be inferred (-1)");
+            infer = d;
+        } else if (in[d] < 0) {
+            return dp_error("invalid shape dimension %lld", (long long)in[d]);
+        } else known *= in[d];
+    }
+    char a[128], b[128];
+    if (infer >= 0) {
+        if (known == 0 || n % known) {
+            dp_error("shape '%s' is invalid for input of size %lld", dp_shape_str(ndim, in, a, sizeof a), (long long)n);
+            return -1;
+        }
+        out[infer] = n / known;
+    } else if (known != n) {
+        dp_error("shape '%s' is invalid for input of size %lld (input shape %s)", dp_shape_str(ndim, in, a, sizeof a),
+                 (long long)n, dp_shape_str(t->ndim, t->sizes, b, sizeof b));
+        return -1;
+    }
+    return 0;
+}
+
+/* Strides for viewing t with new sizes without a copy, or false when impossible
+ * (the algorithm of PyTorch's computeStride). */
+static bool view_strides(const dp_tensor *t, int ndim, const int64_t *sizes, int64_t *strides)
+{
+    if (dp_numel(t) == 0 || t->ndim == 0) { dp_contiguous_strides(ndim, sizes, strides); return true; }
+    int view_d = ndim - 1;
+    int64_t chunk_base_stride = t->strides[t->ndim - 1], tensor_numel = 1, view_numel = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        tensor_numel *= t->sizes[d];
+        if (d == 0 || (t->sizes[d - 1] != 1 && t->strides[d - 1] != tensor_numel * chunk_base_stride)) {
+            while (view_d >= 0 && (view_numel < tensor_numel || sizes[view_d] == 1)) {
+                strides[view_d] = view_numel * chunk_base_stride;
+                view_numel *= sizes[view_d];
+                view_d--;
+            }
+            if (view_numel != tensor_numel) return false;
+            if (d > 0) { chunk_base_stride = t->strides[d - 1]; tensor_numel = 1; view_numel = 1; }
+        }
+    }
+    return view_d == -1;
+}
+
+dp_tensor *dp_view_sizes(dp_tensor *t, int ndim, const int64_t *in_sizes)
+{
+    int64_t sizes[DP_MAX_DIMS], strides[DP_MAX_DIMS];
+    if (infer_sizes(t, ndim, in_sizes, sizes)) return NULL;
+    if (!view_strides(t, ndim, sizes, strides)) {
+        dp_error("view size is not compatible with input tensor's size and stride (at least one dimension "
+                 "spans across two contiguous subspaces); use reshape instead");
+        return NULL;
+    }
+    dp_tensor *v = dp_make_view(t, ndim, sizes, strides, t->offset);
+    return record_view(v, t, "ViewBackward", reshape_backward, NULL, 0);
+}
+
+dp_tensor *dp_reshape(dp_tensor *t, int ndim, const int64_t *in_sizes)
+{
+    int64_t sizes[DP_MAX_DIMS], strides[DP_MAX_DIMS];
+    if (infer_sizes(t, ndim, in_sizes, sizes)) return NULL;
+    if (view_strides(t, ndim, sizes, strides)) {
+        dp_tensor *v = dp_make_view(t, ndim, sizes, strides, t->offset);
+        return record_view(v, t, "ViewBackward", reshape_backward, NULL, 0);
+    }
+    dp_tensor *c = dp_contiguous(t);
+    if (!c) return NULL;
+    dp_tensor *v = dp_view_sizes(c, ndim, sizes);
+    dp_tensor_release(c);
+    return v;
+}
+
+dp_tensor *dp_transpose(dp_tensor *t, int d0, int d1)
+{
+    if (t->ndim == 0 && (d0 == 0 || d0 == -1) && (d1 == 0 || d1 == -1)) return dp_alias(t);
+    if (check_dim(t, d0, "transpose") || check_dim(t, d1, "transpose")) return NULL;
+    int64_t sizes[DP_MAX_DIMS], strides[DP_MAX_DIMS];
+    memcpy(sizes, t->sizes, sizeof sizes);
+    memcpy(strides, t->strides, sizeof strides);
+    sizes[d0] = t->sizes[d1]; sizes[d1] = t->sizes[d0];
+    strides[d0] = t->strides[d1]; strides[d1] = t->strides[d0];
+    dp_tensor *v = dp_make_view(t, t->ndim, sizes, strides, t->offset);
+    int64_t ip[2] = { d0, d1 };
+    return record_view(v, t, "TransposeBackward", transpose_backward, ip, 2);
+}
+
+dp_tensor *dp_permute(dp_tensor *t, const int *perm)
+{
+    int64_t sizes[DP_MAX_DIMS], strides[DP_MAX_DIMS], ip[DP_MAX_DIMS];
+    bool seen[DP_MAX_DIMS] = { false };
+    for (int d = 0; d < t->ndim; d++) {
+        int p = perm[d];
+        if (p < 0 || p >= t->ndim || seen[p]) {
+            dp_error("permute: the dimensions must be a permutation of 1..%d (got %d at position %d)", t->ndim, p + 1, d + 1);
+            return NULL;
+        }
+        seen[p] = true;
+        sizes[d] = t->sizes[p];
+        strides[d] = t->strides[p];
+        ip[d] = p;
+    }
+    dp_tensor *v = dp_make_view(t, t->ndim, sizes, strides, t->offset);
+    return record_view(v, t, "PermuteBackward", permute_backward, ip, t->ndim);
+}
+
+dp_tensor *dp_unsqueeze(dp_tensor *t, int dim)
+{
+    if (dim < 0 || dim > t->ndim) {
+        dp_error("unsqueeze: dimension %d is out of range (expected 1 to %d)", dim + 1, t->ndim + 1);
+        return NULL;
+    }
+    if (t->ndim >= DP_MAX_DIMS) { dp_error("tensors have at most %d dimensions", DP_MAX_DIMS); return NULL; }
+    int64_t sizes[DP_MAX_DIMS], strides[DP_MAX_DIMS];
+    for (int d = 0, k = 0; d <= t->ndim; d++) {
+        if (d == dim) {
+            sizes[d] = 1;
+            strides[d] = dim < t->ndim ? t->sizes[dim] * t->strides[dim] : 1;
+        } else { sizes[d] = t->sizes[k]; strides[d] = t->strides[k]; k++; }
+    }
+    dp_tensor *v = dp_make_view(t, t->ndim + 1, sizes, strides, t->offset);
+    return record_view(v, t, "UnsqueezeBackward", reshape_backward, NULL, 0);
+}
+
+dp_tensor *dp_squeeze(dp_tensor *t, int dim)
+{
+    if (dim >= 0 && t->ndim > 0 && check_dim(t, dim, "squeeze")) return NULL;
+    int64_t sizes[DP_MAX_DIMS], strides[DP_MAX_DIMS];
+    int k = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        bool drop = t->sizes[d] == 1 && (dim < 0 || d == dim);
+        if (!drop) { sizes[k] = t->sizes[d]; strides[k++] = t->strides[d]; }
+    }
+    dp_tensor *v = dp_make_view(t, k, sizes, strides, t->offset);
+    return record_view(v, t, "SqueezeBackward", reshape_backward, NULL, 0);
+}
+
+dp_tensor *dp_expand(dp_tensor *t, int ndim, const int64_t *want)
+{
+    char a[128], b[128];
+    if (ndim < t->ndim || ndim > DP_MAX_DIMS) {
+        dp_error("expand: the number of sizes provided (%d) must be greater or equal to the number of "
+                 "dimensions in the tensor (%d)", ndim, t->ndim);
+        return NULL;
+    }
+    int64_t sizes[DP_MAX_DIMS], strides[DP_MAX_DIMS];
+    int off = ndim - t->ndim;
+    for (int d = 0; d < ndim; d++) {
+        int src = d - off;
+        int64_t have = src >= 0 ? t->sizes[src] : 1;
+        int64_t w = want[d];
+        if (w == -1) {
+            if (src < 0) { dp_error("expand: -1 is not allowed in a leading, non-existing dimension %d", d + 1); return NULL; }
+            w = have;
+        }
+        if (have == w) { sizes[d] = w; strides[d] = src >= 0 ? t->strides[src] : 0; }
+        else if (have == 1) { sizes[d] = w; strides[d] = 0; }
+        else {
+            dp_error("expand: the expanded size of the tensor (%lld) must match the existing size (%lld) at "
+                     "non-singleton dimension %d; target sizes %s, tensor sizes %s", (long long)w, (long long)have,
+                     d + 1, dp_shape_str(ndim, want, a, sizeof a), dp_shape_str(t->ndim, t->sizes, b, sizeof b));
+            return NULL;
+        }
+    }
+    dp_tensor *v = dp_make_view(t, ndim, sizes, strides, t->offset);
+    return record_view(v, t, "ExpandBackward", expand_backward, NULL, 0);
+}
+
+dp_tensor *dp_flatten(dp_tensor *t, int start, int end)
+{
+    if (t->ndim == 0) { int64_t one = 1; return dp_reshape(t, 1, &one); }
+    if (check_dim(t, start, "flatten") || check_dim(t, end, "flatten")) return NULL;
+    if (start > end) { dp_error("flatten: start dimension %d comes after end dimension %d", start + 1, end + 1); return NULL; }
+    int64_t sizes[DP_MAX_DIMS];
+    int k = 0;
+    for (int d = 0; d < start; d++) sizes[k++] = t->sizes[d];
+    int64_t m = 1;
+    for (int d = start; d <= end; d++) m *= t->sizes[d];
+    sizes[k++] = m;
+    for (int d = end + 1; d < t->ndim; d++) sizes[k++] = t->sizes[d];
+    return dp_reshape(t, k, sizes);
+}
+
+/* ---------------------------------------------------------------- reading values */
+
+int dp_to_host(dp_tensor *t, void *out, dp_dtype dt, int64_t n)
+{
+    if (n != dp_numel(t)) return dp_error("expected %lld elements, the tensor has %lld", (long long)n, (long long)dp_numel(t));
+    if (n == 0) return 0;
+    dp_tensor *host = dp_empty(t->ndim, t->sizes, dt, dp_cpu());
+    if (!host) return -1;
+    int rc = dp_copy_raw(host, t);
+    if (!rc) memcpy(out, dp_data(host), (size_t)n * dp_dtype_size(dt));
+    dp_tensor_release(host);
+    return rc;
+}
+
+int dp_to_doubles(dp_tensor *t, double *out, int64_t n) { return dp_to_host(t, out, DP_FLOAT64, n); }
+
+int dp_item(dp_tensor *t, double *out)
+{
+    if (dp_numel(t) != 1) {
+        char b[128];
+        return dp_error("a tensor with %lld elements (shape %s) cannot be converted to a number; item() needs exactly one",
+                        (long long)dp_numel(t), dp_shape_str(t->ndim, t->sizes, b, sizeof b));
+    }
+    return dp_to_doubles(t, out, 1);
+}
