@@ -214,9 +214,9 @@ int dp_device_check(dp_device d)
 
 const dp_backend *dp_backend_for(dp_device d)
 {
-    if (d.type == DP_DEVICE_CPU) return &dp_cpu_backend;
+    if (d.type == DP_DEVICE_CPU && d.index < dp_cpu_device_count()) return &dp_cpu_backend;
     if (dp_device_check(d)) return NULL;
-    return g_cuda_backend;
+    return d.type == DP_DEVICE_CPU ? &dp_cpu_backend : g_cuda_backend;
 }
 
 int dp_cuda_synchronize(int index)

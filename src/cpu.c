@@ -129,6 +129,20 @@ static void iter_init(iter_t *it, int nops, const dp_view *const *v)
     for (int k = 0; k < nops; k++) { it->base[k] = v[k]->data; it->esize[k] = (int)dp_dtype_size(v[k]->dtype); }
 }
 
+/* the inner run of outer index o */
+static inline void iter_outer(const iter_t *it, inner_fn fn, void *ctx, int64_t o, int64_t inner, const int64_t *s)
+{
+    char *p[3];
+    int64_t rem = o;
+    for (int k = 0; k < it->nops; k++) p[k] = it->base[k];
+    for (int d = it->ndim - 2; d >= 0; d--) {
+        int64_t i = rem % it->sizes[d];
+        rem /= it->sizes[d];
+        for (int k = 0; k < it->nops; k++) p[k] += i * it->strides[k][d] * it->esize[k];
+    }
+    fn(ctx, inner, p, s);
+}
+
 static void iter_run(iter_t *it, inner_fn fn, void *ctx)
 {
     int nd = it->ndim, nops = it->nops;
@@ -137,9 +151,13 @@ static void iter_run(iter_t *it, inner_fn fn, void *ctx)
     total = inner * outer;
     int64_t s[3];
     for (int k = 0; k < nops; k++) s[k] = it->strides[k][nd - 1];
+    if (total < PAR_MIN) {   /* small work never enters the threading runtime */
+        for (int64_t o = 0; o < outer; o++) iter_outer(it, fn, ctx, o, inner, s);
+        return;
+    }
     if (outer == 1) {   /* one long run: split it across threads */
-        int nt = total >= PAR_MIN ? omp_get_max_threads() : 1;
-        #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+        int nt = omp_get_max_threads();
+        #pragma omp parallel for num_threads(nt) schedule(static)
         for (int t = 0; t < nt; t++) {
             int64_t lo = inner * t / nt, hi = inner * (t + 1) / nt;
             char *p[3];
@@ -148,18 +166,8 @@ static void iter_run(iter_t *it, inner_fn fn, void *ctx)
         }
         return;
     }
-    #pragma omp parallel for if (total >= PAR_MIN) schedule(static)
-    for (int64_t o = 0; o < outer; o++) {
-        char *p[3];
-        int64_t rem = o;
-        for (int k = 0; k < nops; k++) p[k] = it->base[k];
-        for (int d = nd - 2; d >= 0; d--) {
-            int64_t i = rem % it->sizes[d];
-            rem /= it->sizes[d];
-            for (int k = 0; k < nops; k++) p[k] += i * it->strides[k][d] * it->esize[k];
-        }
-        fn(ctx, inner, p, s);
-    }
+    #pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < outer; o++) iter_outer(it, fn, ctx, o, inner, s);
 }
 
 /* ---------------------------------------------------------------- elementwise kernels */

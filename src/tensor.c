@@ -21,8 +21,53 @@ void dp_count_copied(uint64_t n) { atomic_fetch_add(&g_bytes_copied, n); }
 
 /* ---------------------------------------------------------------- storage */
 
+/* Small host storages live in the same block as their header, and freed tensor headers
+ * and small storages are kept on per-thread free lists: making a small tensor costs no
+ * malloc in a steady loop. */
+#define INLINE_MAX 256
+#define FREELIST_MAX 4096
+static void inline_deleter(void *ctx, void *data) { (void)ctx; (void)data; }
+
+typedef struct free_block { struct free_block *next; } free_block;
+static _Thread_local free_block *g_free_storages, *g_free_tensors;
+static _Thread_local int g_n_free_storages, g_n_free_tensors;
+
+static void *pop_block(free_block **list, int *n)
+{
+    free_block *b = *list;
+    if (b) { *list = b->next; (*n)--; }
+    return b;
+}
+
+static bool push_block(free_block **list, int *n, void *p)
+{
+    if (*n >= FREELIST_MAX) return false;
+    free_block *b = p;
+    b->next = *list;
+    *list = b;
+    (*n)++;
+    return true;
+}
+
 dp_storage *dp_storage_new(dp_device dev, size_t nbytes)
 {
+    if (dev.type == DP_DEVICE_CPU && nbytes <= INLINE_MAX) {
+        if (dev.index >= dp_cpu_device_count() && dp_device_check(dev)) return NULL;
+        size_t head = (sizeof(dp_storage) + 63) & ~(size_t)63;
+        dp_storage *s = pop_block(&g_free_storages, &g_n_free_storages);
+        if (!s) s = aligned_alloc(64, head + INLINE_MAX);
+        if (!s) { dp_error("out of memory"); return NULL; }
+        memset(s, 0, sizeof *s);
+        s->refcount = 1;
+        s->device = dev;
+        s->nbytes = nbytes;
+        s->data = (char *)s + head;
+        s->deleter = inline_deleter;
+        atomic_store(&g_made, true);
+        atomic_fetch_add(&g_bytes_ever, nbytes);
+        atomic_fetch_add(&g_host_bytes, nbytes);
+        return s;
+    }
     const dp_backend *be = dp_backend_for(dev);
     if (!be) return NULL;
     dp_storage *s = calloc(1, sizeof *s);
@@ -52,9 +97,13 @@ void dp_storage_retain(dp_storage *s) { __atomic_add_fetch(&s->refcount, 1, __AT
 void dp_storage_release(dp_storage *s)
 {
     if (!s || __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+    if (s->device.type == DP_DEVICE_CPU) atomic_fetch_sub(&g_host_bytes, s->nbytes);
+    if (s->deleter == inline_deleter) {
+        if (!push_block(&g_free_storages, &g_n_free_storages, s)) free(s);
+        return;
+    }
     if (s->deleter) s->deleter(s->deleter_ctx, s->data);
     else if (s->data) dp_backend_for(s->device)->free(s->device, s->data, s->nbytes);
-    if (s->device.type == DP_DEVICE_CPU) atomic_fetch_sub(&g_host_bytes, s->nbytes);
     free(s);
 }
 
@@ -68,7 +117,17 @@ void dp_tensor_release(dp_tensor *t)
     dp_tensor_release(t->grad);
     dp_node_release(t->grad_fn);
     dp_storage_release(t->storage);
-    free(t);
+    if (!push_block(&g_free_tensors, &g_n_free_tensors, t)) free(t);
+}
+
+/* A zeroed tensor header. */
+static dp_tensor *tensor_header(void)
+{
+    dp_tensor *t = pop_block(&g_free_tensors, &g_n_free_tensors);
+    if (t) memset(t, 0, sizeof *t);
+    else t = calloc(1, sizeof *t);
+    if (!t) dp_error("out of memory");
+    return t;
 }
 
 int64_t dp_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides)
@@ -141,15 +200,15 @@ dp_tensor *dp_empty(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev)
 {
     if (check_sizes(ndim, sizes)) return NULL;
     if ((unsigned)dt >= DP_NDTYPES) { dp_error("invalid dtype %d", (int)dt); return NULL; }
-    dp_tensor *t = calloc(1, sizeof *t);
-    if (!t) { dp_error("out of memory"); return NULL; }
+    dp_tensor *t = tensor_header();
+    if (!t) return NULL;
     t->refcount = 1;
     t->dtype = dt;
     t->ndim = ndim;
     memcpy(t->sizes, sizes, sizeof(int64_t) * (size_t)ndim);
     int64_t n = dp_contiguous_strides(ndim, sizes, t->strides);
     t->storage = dp_storage_new(dev, (size_t)n * dp_dtype_size(dt));
-    if (!t->storage) { free(t); return NULL; }
+    if (!t->storage) { if (!push_block(&g_free_tensors, &g_n_free_tensors, t)) free(t); return NULL; }
     t->device = dev;
     return t;
 }
@@ -218,8 +277,8 @@ dp_tensor *dp_eye(int64_t n, int64_t m, dp_dtype dt, dp_device dev)
 
 dp_tensor *dp_make_view(dp_tensor *t, int ndim, const int64_t *sizes, const int64_t *strides, int64_t offset)
 {
-    dp_tensor *v = calloc(1, sizeof *v);
-    if (!v) { dp_error("out of memory"); return NULL; }
+    dp_tensor *v = tensor_header();
+    if (!v) return NULL;
     v->refcount = 1;
     v->dtype = t->dtype;
     v->ndim = ndim;
