@@ -205,7 +205,7 @@ dp_tensor *dp_empty(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev)
     t->refcount = 1;
     t->dtype = dt;
     t->ndim = ndim;
-    memcpy(t->sizes, sizes, sizeof(int64_t) * (size_t)ndim);
+    if (ndim) memcpy(t->sizes, sizes, sizeof(int64_t) * (size_t)ndim);
     int64_t n = dp_contiguous_strides(ndim, sizes, t->strides);
     t->storage = dp_storage_new(dev, (size_t)n * dp_dtype_size(dt));
     if (!t->storage) { if (!push_block(&g_free_tensors, &g_n_free_tensors, t)) free(t); return NULL; }
@@ -231,7 +231,7 @@ dp_tensor *dp_from_host(const void *src, dp_dtype src_dt, int ndim, const int64_
 {
     dp_tensor *host = dp_empty(ndim, sizes, src_dt, dp_cpu());
     if (!host) return NULL;
-    memcpy(dp_data(host), src, (size_t)dp_numel(host) * dp_dtype_size(src_dt));
+    if (dp_numel(host)) memcpy(dp_data(host), src, (size_t)dp_numel(host) * dp_dtype_size(src_dt));
     if (src_dt == dt && dp_device_eq(dev, host->device)) return host;
     dp_tensor *out = dp_empty(ndim, sizes, dt, dev);
     if (out && dp_copy_raw(out, host)) { dp_tensor_release(out); out = NULL; }

@@ -1,0 +1,48 @@
+-- nn.Sequential(m1, m2, ...): runs its children in order, each one's output the next
+-- one's input.  Children are fields 1, 2, ... (seq[2] is the second), so their parameters
+-- are named "2.weight".  An error inside a child names the child and the input's shape.
+local torch = require 'torch'
+local Module = require 'nn.Module'
+local utils = require 'nn.utils'
+
+local Sequential, parent = torch.class('nn.Sequential', 'nn.Module')
+
+function Sequential:__init(...)
+  parent.__init(self)
+  local n, first = select('#', ...), ...
+  if n == 1 and type(first) == 'table' and not Module.is_module(first) then
+    for _, m in ipairs(first) do self:add(m) end   -- nn.Sequential{m1, m2}
+  else
+    for i = 1, n do self:add((select(i, ...))) end
+  end
+end
+
+-- Appends a module (Torch7's add; append is PyTorch's name).
+function Sequential:add(m)
+  if not Module.is_module(m) then
+    utils.error(('nn.Sequential: child %d is not a module (got %s)'):format(#self + 1, type(m)))
+  end
+  self[#self + 1] = m
+  return self
+end
+Sequential.append = Sequential.add
+
+function Sequential:__len() return rawlen(self) end
+
+function Sequential:forward(input)
+  for i = 1, #self do
+    local m = self[i]
+    local ok, out = pcall(m, input)
+    if not ok then
+      if type(out) ~= 'string' then error(out, 0) end
+      local pos, rest = out:match('^([^\n]-:%d+): (.*)$')
+      if pos and not pos:find(': ', 1, true) then out = rest end   -- the position goes first
+      utils.error(('nn.Sequential: layer %d, %s, failed on input of shape %s: %s')
+        :format(i, tostring(m), utils.shape(input), out))
+    end
+    input = out
+  end
+  return input
+end
+
+return Sequential

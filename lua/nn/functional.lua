@@ -1,0 +1,85 @@
+-- nn.functional: the stateless forms of the layers and losses.  Each is one engine call;
+-- the layer classes (nn.Linear, nn.MSELoss ...) call these.
+local torch = require 'torch'
+local C = require 'torch._C'
+local utils = require 'nn.utils'
+
+local F = {}
+
+local check = utils.check_tensor
+
+function F.linear(x, weight, bias)
+  check('linear', x, 'input')
+  check('linear', weight, 'weight')
+  if bias ~= nil then check('linear', bias, 'bias') end
+  return C.linear(x, weight, bias)
+end
+
+function F.relu(x) return check('relu', x):relu() end
+function F.sigmoid(x) return check('sigmoid', x):sigmoid() end
+function F.tanh(x) return check('tanh', x):tanh() end
+
+local function check_dim(who, dim)
+  if math.type(dim) ~= 'integer' then
+    utils.error(('%s: dim must be an integer (1-based), got %s'):format(who, tostring(dim)))
+  end
+end
+
+function F.softmax(x, dim)
+  check('softmax', x); check_dim('softmax', dim)
+  return x:softmax(dim)
+end
+
+function F.log_softmax(x, dim)
+  check('log_softmax', x); check_dim('log_softmax', dim)
+  return x:log_softmax(dim)
+end
+
+-- Zeroes each element with probability p while training and scales the rest by 1/(1-p).
+function F.dropout(x, p, training)
+  check('dropout', x)
+  if p == nil then p = 0.5 end
+  if type(p) ~= 'number' or p < 0 or p > 1 then
+    utils.error(('dropout: probability has to be between 0 and 1, but got %s'):format(tostring(p)))
+  end
+  if training == nil then training = true end
+  return C.dropout(x, p, training and true or false)
+end
+
+-- The reduction of a loss: opts is nil, a string, or {reduction=}.
+local function reduction(who, opts)
+  local r = opts
+  if type(opts) == 'table' then r = utils.options(who, opts, { reduction = 'mean' }).reduction end
+  r = r or 'mean'
+  if r ~= 'mean' and r ~= 'sum' and r ~= 'none' then
+    utils.error(("%s: reduction must be 'mean', 'sum' or 'none', got %s"):format(who, tostring(r)))
+  end
+  return r
+end
+F._reduction = reduction
+
+function F.mse_loss(input, target, opts)
+  check('mse_loss', input, 'input'); check('mse_loss', target, 'target')
+  return C.mse_loss(input, target, reduction('mse_loss', opts))
+end
+
+-- input [N, C] (or [C]); target: int64 class indices, 1-based (a tensor, or a Lua array).
+local function class_target(who, target)
+  if type(target) == 'table' then return end
+  check(who, target, 'target')
+  if target.dtype ~= 'int64' then
+    utils.error(('%s: target must be an int64 tensor of 1-based class indices, got %s'):format(who, target.dtype))
+  end
+end
+
+function F.cross_entropy(input, target, opts)
+  check('cross_entropy', input, 'input'); class_target('cross_entropy', target)
+  return C.cross_entropy(input, target, reduction('cross_entropy', opts))
+end
+
+function F.nll_loss(input, target, opts)
+  check('nll_loss', input, 'input'); class_target('nll_loss', target)
+  return C.nll_loss(input, target, reduction('nll_loss', opts))
+end
+
+return F

@@ -1,0 +1,13 @@
+-- optim.AdamW(params, {lr=1e-3, betas={0.9, 0.999}, eps=1e-8, weight_decay=1e-2}): Adam
+-- with decoupled weight decay (PyTorch 1.13's rule): before the Adam step,
+--   p = p * (1 - lr * weight_decay)
+-- and the gradient itself is left alone.
+local torch = require 'torch'
+
+local AdamW, parent = torch.class('optim.AdamW', 'optim.Adam')
+
+function AdamW:__init(params, opts)
+  self:_setup(params, opts, 'optim.AdamW', 1e-2, true)
+end
+
+return AdamW

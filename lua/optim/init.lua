@@ -1,0 +1,11 @@
+-- optim: optimizers with PyTorch's update rules: optim.SGD, optim.Adam, optim.AdamW.
+-- Each takes model:parameters() (or a list of parameter groups) and an options table.
+
+local optim = {}
+package.loaded.optim = optim
+
+for _, name in ipairs { 'Optimizer', 'SGD', 'Adam', 'AdamW' } do
+  rawset(optim, name, require('optim.' .. name))
+end
+
+return optim
