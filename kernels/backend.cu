@@ -1,0 +1,632 @@
+/* backend.cu: the CUDA device behind the engine's dp_backend interface: device discovery
+ * (with DPLUA_CUDA_VIRTUAL), one stream per device, a caching allocator per device, pinned
+ * host memory, copies, and the dp_backend struct that dp_cuda_backend_init hands out.
+ *
+ * Devices.  Device i is physical GPU i / K when DPLUA_CUDA_VIRTUAL=K; each (virtual) device
+ * has its own stream, cuBLAS handle and memory pools, so multi-GPU code paths run
+ * concurrently on one GPU.
+ *
+ * Memory.  As PyTorch's caching allocator, simplified: requests are rounded up to 512 B;
+ * those of at most 1 MiB come from 2 MiB segments (the small pool), larger ones from
+ * segments of 20 MiB (requests under 10 MiB) or the request rounded to 2 MiB.  A free
+ * block is split when enough is left over, freed blocks merge with free neighbours of the
+ * same segment, and nothing goes back to the driver until empty_cache() or an allocation
+ * that fails.  Blocks are reused in stream order: every kernel touching a device's memory
+ * runs on that device's stream, and copies between devices join both streams.
+ *
+ * Errors.  The engine's dp_error is found when the library is initialised (it may live
+ * in a library loaded with RTLD_LOCAL, so it is looked up through the caller's handle);
+ * dp_cuda_set_error_fn sets it explicitly. */
+#include <cublas_v2.h>
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "common.cuh"
+
+/* ---------------------------------------------------------------- errors */
+
+static int (*g_error_fn)(const char *fmt, ...);
+
+extern "C" int dp_cuda_error(const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (g_error_fn) g_error_fn("%s", buf);
+    return -1;
+}
+
+extern "C" void dp_cuda_set_error_fn(int (*fn)(const char *fmt, ...)) { g_error_fn = fn; }
+
+/* The engine's dp_error: global symbols first (the dplua binary exports them), then the
+ * library that called us (torch.so under stock lua5.4 is loaded with RTLD_LOCAL). */
+static void find_error_fn(void *caller)
+{
+    if (g_error_fn) return;
+    void *f = dlsym(RTLD_DEFAULT, "dp_error");
+    Dl_info info;
+    if (!f && caller && dladdr(caller, &info) && info.dli_fname) {
+        void *h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+        if (h) {
+            f = dlsym(h, "dp_error");
+            dlclose(h);
+        }
+    }
+    if (!f) {
+        void *h = dlopen(NULL, RTLD_LAZY);
+        if (h) f = dlsym(h, "dp_error");
+    }
+    g_error_fn = (int (*)(const char *, ...))f;
+}
+
+/* ---------------------------------------------------------------- devices and memory */
+
+#define SMALL_LIMIT ((size_t)1 << 20)        /* requests up to 1 MiB use the small pool */
+#define SMALL_SEGMENT ((size_t)2 << 20)      /* small-pool segments are 2 MiB */
+#define LARGE_SEGMENT ((size_t)20 << 20)     /* large requests under 10 MiB share 20 MiB */
+#define ROUND_LARGE ((size_t)2 << 20)
+#define MIN_BLOCK ((size_t)512)
+
+struct DP_HIDDEN block {
+    char *ptr;
+    size_t size;
+    bool allocated;
+    bool small;
+    block *prev, *next;          /* neighbours within the segment */
+};
+
+struct DP_HIDDEN block_order {
+    bool operator()(const block *a, const block *b) const
+    {
+        return a->size != b->size ? a->size < b->size : a->ptr < b->ptr;
+    }
+};
+
+struct DP_HIDDEN device_state {
+    int phys;
+    std::mutex mu;               /* guards everything below but `ready` */
+    std::atomic<bool> ready;     /* the stream exists (set once, under mu) */
+    cudaStream_t stream;
+    cublasHandle_t cublas;
+    std::mutex cublas_mu;        /* one enqueuer at a time per handle */
+    std::set<block *, block_order> free_small, free_large;
+    std::unordered_map<void *, block *> live;
+    size_t allocated, peak, reserved;
+};
+
+static std::vector<device_state *> g_devices;
+static int g_virtual = 1;
+/* DPLUA_CUDA_POISON=1: every allocation is filled with 0xFF bytes (NaN in floats, -1 in
+ * int64, a non-0/1 bool), so a kernel that leaves part of its output unwritten shows. */
+static bool g_poison = false;
+static std::atomic<bool> g_tf32(false);
+
+/* segment base -> (size, device), for dp_cuda_device_of */
+struct DP_HIDDEN segment_info {
+    size_t size;
+    int device;
+};
+static std::mutex g_seg_mu;
+static std::map<uintptr_t, segment_info> g_segments;
+
+/* (destination, source) GPU pairs whose peer access was tried */
+struct DP_HIDDEN peer_pair {
+    int dst, src;
+    bool operator<(const peer_pair &o) const { return dst != o.dst ? dst < o.dst : src < o.src; }
+};
+static std::mutex g_peer_mu;
+static std::set<peer_pair> g_peer_done;
+
+static double mib(size_t n) { return (double)n / (1024.0 * 1024.0); }
+
+static int check_index(int index)
+{
+    if (index < 0 || index >= (int)g_devices.size())
+        return dp_cuda_error("cuda:%d does not exist (%d CUDA device%s)", index, (int)g_devices.size(),
+                             g_devices.size() == 1 ? "" : "s");
+    return 0;
+}
+
+/* Creates the device's stream on first use (with its GPU current). */
+static int ensure_ready(device_state *d, int index)
+{
+    std::lock_guard<std::mutex> lock(d->mu);
+    if (d->ready) return 0;
+    CUDA_CHECK(cudaSetDevice(d->phys));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
+    d->ready.store(true);
+    (void)index;
+    return 0;
+}
+
+extern "C" int dp_cuda_enter(int index, void **stream)
+{
+    if (check_index(index)) return -1;
+    device_state *d = g_devices[index];
+    if (!d->ready && ensure_ready(d, index)) return -1;
+    CUDA_CHECK(cudaSetDevice(d->phys));
+    *stream = (void *)d->stream;
+    return 0;
+}
+
+extern "C" void *dp_cuda_stream(int index)
+{
+    void *s = NULL;
+    return dp_cuda_enter(index, &s) ? NULL : s;
+}
+
+extern "C" int dp_cuda_physical_device(int index)
+{
+    return index >= 0 && index < (int)g_devices.size() ? g_devices[index]->phys : -1;
+}
+
+extern "C" int dp_cuda_device_of(const void *ptr)
+{
+    uintptr_t p = (uintptr_t)ptr;
+    std::lock_guard<std::mutex> lock(g_seg_mu);
+    auto it = g_segments.upper_bound(p);
+    if (it != g_segments.begin()) {
+        --it;
+        if (p < it->first + it->second.size) return it->second.device;
+    }
+    return dp_cuda_error("CUDA backend: pointer %p is not device memory of dplua's allocator", ptr);
+}
+
+extern "C" bool dp_cuda_tf32(void) { return g_tf32.load(); }
+
+static size_t round_size(size_t n)
+{
+    if (n < MIN_BLOCK) return MIN_BLOCK;
+    return (n + MIN_BLOCK - 1) / MIN_BLOCK * MIN_BLOCK;
+}
+
+static size_t segment_size(size_t size)
+{
+    if (size <= SMALL_LIMIT) return SMALL_SEGMENT;
+    if (size < ((size_t)10 << 20)) return LARGE_SEGMENT;
+    return (size + ROUND_LARGE - 1) / ROUND_LARGE * ROUND_LARGE;
+}
+
+/* Takes a free block of at least size from the pool (d->mu held), splitting off the rest
+ * when it is worth keeping; NULL when the pool has none. */
+static block *take_block(device_state *d, size_t size)
+{
+    bool small = size <= SMALL_LIMIT;
+    auto &pool = small ? d->free_small : d->free_large;
+    block key = { NULL, size, false, small, NULL, NULL };
+    auto it = pool.lower_bound(&key);
+    if (it == pool.end()) return NULL;
+    block *b = *it;
+    pool.erase(it);
+    size_t rest = b->size - size;
+    if (small ? rest >= MIN_BLOCK : rest > SMALL_LIMIT) {
+        block *r = new block{ b->ptr + size, rest, false, small, b, b->next };
+        if (b->next) b->next->prev = r;
+        b->next = r;
+        b->size = size;
+        pool.insert(r);
+    }
+    b->allocated = true;
+    d->live[b->ptr] = b;
+    d->allocated += b->size;
+    if (d->allocated > d->peak) d->peak = d->allocated;
+    return b;
+}
+
+/* Returns whole free segments of a device to the driver (d->mu held). */
+static void release_cached(device_state *d)
+{
+    for (auto *pool : { &d->free_small, &d->free_large }) {
+        for (auto it = pool->begin(); it != pool->end();) {
+            block *b = *it;
+            if (!b->prev && !b->next) {
+                cudaSetDevice(d->phys);
+                cudaFree(b->ptr);
+                (void)cudaGetLastError();
+                {
+                    std::lock_guard<std::mutex> lock(g_seg_mu);
+                    g_segments.erase((uintptr_t)b->ptr);
+                }
+                d->reserved -= b->size;
+                it = pool->erase(it);
+                delete b;
+            } else {
+                ++it;
+            }
+        }
+    }
+}
+
+/* Frees the cached segments of every (virtual) device on one physical GPU. */
+static void release_cached_phys(int phys)
+{
+    for (device_state *d : g_devices) {
+        if (d->phys != phys) continue;
+        std::lock_guard<std::mutex> lock(d->mu);
+        release_cached(d);
+    }
+}
+
+static void *cuda_alloc_block(dp_device dev, size_t nbytes);
+static void cuda_free(dp_device dev, void *ptr, size_t nbytes);
+
+static void *cuda_alloc(dp_device dev, size_t nbytes)
+{
+    void *p = cuda_alloc_block(dev, nbytes);
+    void *stream;
+    if (p && g_poison && dp_cuda_enter(dev.index, &stream) == 0) {
+        cudaError_t err = cudaMemsetAsync(p, 0xFF, nbytes, (cudaStream_t)stream);
+        if (err != cudaSuccess) {
+            (void)cudaGetLastError();
+            dp_cuda_error("CUDA error poisoning a new allocation: %s", cudaGetErrorString(err));
+            cuda_free(dev, p, nbytes);
+            return NULL;
+        }
+    }
+    return p;
+}
+
+static void *cuda_alloc_block(dp_device dev, size_t nbytes)
+{
+    if (check_index(dev.index)) return NULL;
+    device_state *d = g_devices[dev.index];
+    if (!d->ready && ensure_ready(d, dev.index)) return NULL;
+    size_t size = round_size(nbytes);
+    {
+        std::lock_guard<std::mutex> lock(d->mu);
+        block *b = take_block(d, size);
+        if (b) return b->ptr;
+    }
+    size_t seg = segment_size(size);
+    void *p = NULL;
+    if (cudaSetDevice(d->phys) != cudaSuccess) {
+        (void)cudaGetLastError();
+        dp_cuda_error("cannot select GPU %d for cuda:%d", d->phys, dev.index);
+        return NULL;
+    }
+    cudaError_t err = cudaMalloc(&p, seg);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        release_cached_phys(d->phys);
+        cudaSetDevice(d->phys);
+        err = cudaMalloc(&p, seg);
+        if (err != cudaSuccess && seg > size) {   /* the exact size may still fit */
+            (void)cudaGetLastError();
+            seg = size;
+            err = cudaMalloc(&p, seg);
+        }
+    }
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        (void)cudaGetLastError();
+        size_t alloc_b, cached_b;
+        {
+            std::lock_guard<std::mutex> lock(d->mu);
+            alloc_b = d->allocated;
+            cached_b = d->reserved;
+        }
+        if (err == cudaErrorMemoryAllocation)
+            dp_cuda_error("CUDA out of memory. Tried to allocate %.2f MiB on cuda:%d (allocated %.2f MiB, "
+                          "cached %.2f MiB, free %.2f MiB of %.2f MiB)",
+                          mib(nbytes), dev.index, mib(alloc_b), mib(cached_b), mib(free_b), mib(total_b));
+        else
+            dp_cuda_error("CUDA error allocating %.2f MiB on cuda:%d: %s", mib(nbytes), dev.index,
+                          cudaGetErrorString(err));
+        return NULL;
+    }
+    {
+        std::lock_guard<std::mutex> lock(g_seg_mu);
+        g_segments[(uintptr_t)p] = segment_info{ seg, dev.index };
+    }
+    std::lock_guard<std::mutex> lock(d->mu);
+    d->reserved += seg;
+    bool small = size <= SMALL_LIMIT;
+    block *whole = new block{ (char *)p, seg, false, small, NULL, NULL };
+    (small ? d->free_small : d->free_large).insert(whole);
+    block *b = take_block(d, size);
+    if (!b) {   /* cannot happen: the new segment fits the request */
+        dp_cuda_error("CUDA allocator: new segment of %zu bytes did not fit %zu", seg, size);
+        return NULL;
+    }
+    return b->ptr;
+}
+
+static void cuda_free(dp_device dev, void *ptr, size_t nbytes)
+{
+    (void)nbytes;
+    if (!ptr || dev.index < 0 || dev.index >= (int)g_devices.size()) return;
+    device_state *d = g_devices[dev.index];
+    std::lock_guard<std::mutex> lock(d->mu);
+    auto it = d->live.find(ptr);
+    if (it == d->live.end()) return;     /* not ours: nothing sensible to do */
+    block *b = it->second;
+    d->live.erase(it);
+    d->allocated -= b->size;
+    b->allocated = false;
+    auto &pool = b->small ? d->free_small : d->free_large;
+    if (b->prev && !b->prev->allocated) {   /* merge with the free block before */
+        block *p = b->prev;
+        pool.erase(p);
+        p->size += b->size;
+        p->next = b->next;
+        if (b->next) b->next->prev = p;
+        delete b;
+        b = p;
+    }
+    if (b->next && !b->next->allocated) {   /* and the one after */
+        block *n = b->next;
+        pool.erase(n);
+        b->size += n->size;
+        b->next = n->next;
+        if (n->next) n->next->prev = b;
+        delete n;
+    }
+    pool.insert(b);
+}
+
+extern "C" void *dp_cuda_scratch_alloc(int index, size_t nbytes)
+{
+    dp_device dev = { DP_DEVICE_CUDA, index };
+    return cuda_alloc(dev, nbytes);
+}
+
+extern "C" void dp_cuda_scratch_free(int index, void *ptr)
+{
+    dp_device dev = { DP_DEVICE_CUDA, index };
+    cuda_free(dev, ptr, 0);
+}
+
+static size_t cuda_memory_allocated(int index)
+{
+    if (index < 0 || index >= (int)g_devices.size()) return 0;
+    device_state *d = g_devices[index];
+    std::lock_guard<std::mutex> lock(d->mu);
+    return d->allocated;
+}
+
+static size_t cuda_max_memory_allocated(int index)
+{
+    if (index < 0 || index >= (int)g_devices.size()) return 0;
+    device_state *d = g_devices[index];
+    std::lock_guard<std::mutex> lock(d->mu);
+    return d->peak;
+}
+
+static void cuda_empty_cache(void)
+{
+    for (device_state *d : g_devices) {
+        std::lock_guard<std::mutex> lock(d->mu);
+        if (d->ready) {
+            /* cudaFree waits for the device anyway; make it explicit for the stream */
+            cudaSetDevice(d->phys);
+            cudaStreamSynchronize(d->stream);
+            (void)cudaGetLastError();
+        }
+        release_cached(d);
+    }
+}
+
+static void *cuda_alloc_host(size_t nbytes)
+{
+    void *p = NULL;
+    cudaError_t err = cudaHostAlloc(&p, nbytes ? nbytes : 1, cudaHostAllocPortable);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        dp_cuda_error("cannot allocate %.2f MiB of pinned host memory: %s", mib(nbytes), cudaGetErrorString(err));
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_free_host(void *ptr)
+{
+    if (ptr) {
+        cudaFreeHost(ptr);
+        (void)cudaGetLastError();
+    }
+}
+
+static void cuda_set_tf32(bool allow) { g_tf32.store(allow); }
+
+/* The device's cuBLAS handle (created on first use, bound to its stream), with the
+ * device's cuBLAS lock held until dp_cuda_cublas_release: handles are not shared between
+ * concurrent enqueuers. */
+extern "C" void *dp_cuda_cublas_acquire(int index)
+{
+    void *sv;
+    if (dp_cuda_enter(index, &sv)) return NULL;
+    device_state *d = g_devices[index];
+    d->cublas_mu.lock();
+    if (!d->cublas) {
+        cublasHandle_t h;
+        cublasStatus_t st = cublasCreate(&h);
+        if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetStream(h, d->stream);
+        if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
+        if (st != CUBLAS_STATUS_SUCCESS) {
+            d->cublas_mu.unlock();
+            dp_cuda_error("cuBLAS could not be initialised on cuda:%d: %s", index, cublasGetStatusString(st));
+            return NULL;
+        }
+        d->cublas = h;
+    }
+    return (void *)d->cublas;
+}
+
+extern "C" void dp_cuda_cublas_release(int index) { g_devices[index]->cublas_mu.unlock(); }
+
+/* ---------------------------------------------------------------- copies */
+
+static int cuda_copy_h2d(dp_device dev, void *dst, const void *src, size_t nbytes, bool non_blocking)
+{
+    if (!nbytes) return 0;
+    CUDA_STREAM_OF(dev, s);
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, s));
+    if (!non_blocking) CUDA_CHECK(cudaStreamSynchronize(s));
+    return 0;
+}
+
+static int cuda_copy_d2h(dp_device dev, void *dst, const void *src, size_t nbytes)
+{
+    if (!nbytes) return 0;
+    CUDA_STREAM_OF(dev, s);
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    return 0;
+}
+
+/* Makes stream `waiter` wait for the work queued so far on `other`, a stream of GPU
+ * other_phys (an event belongs to its stream's GPU; a wait may cross GPUs).  Leaves
+ * other_phys current. */
+static int join_stream(cudaStream_t waiter, cudaStream_t other, int other_phys)
+{
+    cudaEvent_t e;
+    CUDA_CHECK(cudaSetDevice(other_phys));
+    CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    cudaError_t err = cudaEventRecord(e, other);
+    if (err == cudaSuccess) err = cudaStreamWaitEvent(waiter, e, 0);
+    cudaEventDestroy(e);
+    CUDA_CHECK(err);
+    return 0;
+}
+
+static void enable_peer(int dst_phys, int src_phys)
+{
+    std::lock_guard<std::mutex> lock(g_peer_mu);
+    if (!g_peer_done.insert(peer_pair{ dst_phys, src_phys }).second) return;
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, dst_phys, src_phys) == cudaSuccess && can) {
+        cudaSetDevice(dst_phys);
+        cudaDeviceEnablePeerAccess(src_phys, 0);   /* "already enabled" is fine */
+    }
+    (void)cudaGetLastError();
+}
+
+/* The copy runs on the destination's stream after the source's queued work, and the
+ * source's stream waits for the copy, so neither side reuses the memory too early. */
+static int cuda_copy_d2d(dp_device dst_dev, void *dst, dp_device src_dev, const void *src, size_t nbytes)
+{
+    if (!nbytes) return 0;
+    if (dst_dev.index == src_dev.index) {
+        CUDA_STREAM_OF(dst_dev, s);
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, s));
+        return 0;
+    }
+    if (check_index(dst_dev.index) || check_index(src_dev.index)) return -1;
+    int dphys = g_devices[dst_dev.index]->phys, sphys = g_devices[src_dev.index]->phys;
+    if (dphys != sphys) enable_peer(dphys, sphys);
+    CUDA_STREAM_OF(src_dev, ss);
+    CUDA_STREAM_OF(dst_dev, ds);
+    if (join_stream(ds, ss, sphys)) return -1;
+    CUDA_CHECK(cudaSetDevice(dphys));
+    if (dphys == sphys) CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, ds));
+    else CUDA_CHECK(cudaMemcpyPeerAsync(dst, dphys, src, sphys, nbytes, ds));
+    if (join_stream(ss, ds, dphys)) return -1;
+    return 0;
+}
+
+static int cuda_synchronize(dp_device dev)
+{
+    CUDA_STREAM_OF(dev, s);
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the backend */
+
+static const dp_backend g_cuda_backend = {
+    /* name                 */ "cuda",
+    /* alloc                */ cuda_alloc,
+    /* free                 */ cuda_free,
+    /* copy_h2d             */ cuda_copy_h2d,
+    /* copy_d2h             */ cuda_copy_d2h,
+    /* copy_d2d             */ cuda_copy_d2d,
+    /* synchronize          */ cuda_synchronize,
+    /* fill                 */ dp_cuda_fill,
+    /* copy                 */ dp_cuda_copy,
+    /* unary                */ dp_cuda_unary,
+    /* binary               */ dp_cuda_binary,
+    /* binary_scalar        */ dp_cuda_binary_scalar,
+    /* reduce               */ dp_cuda_reduce,
+    /* softmax              */ dp_cuda_softmax,
+    /* softmax_backward     */ dp_cuda_softmax_backward,
+    /* gemm                 */ dp_cuda_gemm,
+    /* index_select         */ dp_cuda_index_select,
+    /* index_add            */ dp_cuda_index_add,
+    /* random               */ dp_cuda_random,
+    /* nll_loss             */ dp_cuda_nll_loss,
+    /* nll_loss_backward    */ dp_cuda_nll_loss_backward,
+    /* sgd_step             */ dp_cuda_sgd_step,
+    /* adam_step            */ dp_cuda_adam_step,
+    /* alloc_host           */ cuda_alloc_host,
+    /* free_host            */ cuda_free_host,
+    /* memory_allocated     */ cuda_memory_allocated,
+    /* max_memory_allocated */ cuda_max_memory_allocated,
+    /* empty_cache          */ cuda_empty_cache,
+    /* set_tf32             */ cuda_set_tf32,
+};
+
+extern "C" const dp_backend *dp_cuda_backend_init(int *device_count, char *err, size_t errlen)
+{
+    static std::mutex init_mu;
+    std::lock_guard<std::mutex> lock(init_mu);
+    *device_count = 0;
+    if (err && errlen) err[0] = 0;
+    find_error_fn(__builtin_extract_return_addr(__builtin_return_address(0)));
+    if (!g_error_fn) {
+        if (err) snprintf(err, errlen, "libdplua_cuda.so cannot find the engine's dp_error");
+        return NULL;
+    }
+    if (!g_devices.empty()) {
+        *device_count = (int)g_devices.size();
+        return &g_cuda_backend;
+    }
+    const char *v = getenv("DPLUA_CUDA_VIRTUAL");
+    g_virtual = 1;
+    const char *poison = getenv("DPLUA_CUDA_POISON");
+    g_poison = poison && *poison && strcmp(poison, "0") != 0;
+    if (v && *v) {
+        char *end;
+        long k = strtol(v, &end, 10);
+        if (*end || k < 1 || k > 64) {
+            if (err) snprintf(err, errlen, "DPLUA_CUDA_VIRTUAL must be an integer from 1 to 64, not '%s'", v);
+            return NULL;
+        }
+        g_virtual = (int)k;
+    }
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (err) snprintf(err, errlen, "%s", cudaGetErrorString(e));
+        return NULL;
+    }
+    if (n <= 0) {
+        if (err) snprintf(err, errlen, "the CUDA driver reports no GPU");
+        return NULL;
+    }
+    for (int i = 0; i < n * g_virtual; i++) {
+        device_state *d = new device_state();
+        d->phys = i / g_virtual;
+        d->ready = false;
+        d->stream = NULL;
+        d->cublas = NULL;
+        d->allocated = d->peak = d->reserved = 0;
+        g_devices.push_back(d);
+    }
+    *device_count = n * g_virtual;
+    return &g_cuda_backend;
+}

@@ -1,0 +1,285 @@
+/* common.cuh: what every CUDA kernel file shares: error checks that turn into a status,
+ * dtype loads and conversions, strided offset calculators with dimension collapsing, and
+ * the launch geometry.  Only nvcc sees this file; the launchers it serves are declared in
+ * cuda.h. */
+#ifndef DP_KERNELS_COMMON_CUH
+#define DP_KERNELS_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <math.h>
+
+#include "cuda.h"
+
+/* Types of this library stay out of its exported symbols (with them, the template
+ * instantiations over them). */
+#define DP_HIDDEN __attribute__((visibility("hidden")))
+
+/* ---------------------------------------------------------------- errors */
+
+/* Evaluates a cudaError_t expression; on failure sets the message (with file and line)
+ * and returns -1 from the enclosing function. */
+#define CUDA_CHECK(expr)                                                                   \
+    do {                                                                                   \
+        cudaError_t err_ = (expr);                                                         \
+        if (err_ != cudaSuccess) {                                                         \
+            (void)cudaGetLastError();                                                      \
+            return dp_cuda_error("CUDA error at %s:%d: %s (%s)", __FILE__, __LINE__,     \
+                                 cudaGetErrorString(err_), #expr);                         \
+        }                                                                                  \
+    } while (0)
+
+/* After every kernel launch: a bad configuration or an earlier asynchronous fault. */
+#define CUDA_CHECK_LAUNCH(name)                                                            \
+    do {                                                                                   \
+        cudaError_t err_ = cudaGetLastError();                                             \
+        if (err_ != cudaSuccess)                                                           \
+            return dp_cuda_error("CUDA error launching %s at %s:%d: %s", (name), __FILE__, \
+                                 __LINE__, cudaGetErrorString(err_));                      \
+    } while (0)
+
+/* Selects the physical GPU of a (virtual) device on this thread and yields its stream;
+ * returns -1 from the enclosing function when that fails. */
+#define CUDA_STREAM_OF(dev, var)                                                           \
+    cudaStream_t var;                                                                      \
+    do {                                                                                   \
+        if (dp_cuda_enter((dev).index, (void **)&var)) return -1;                         \
+    } while (0)
+
+/* ---------------------------------------------------------------- launch geometry */
+
+#define DP_THREADS 256
+
+static inline unsigned int dp_grid_for(int64_t n, int threads)
+{
+    int64_t blocks = (n + threads - 1) / threads;
+    if (blocks < 1) blocks = 1;
+    /* grid-stride loops cover the rest; 132 SMs x 32 resident blocks is plenty */
+    if (blocks > 65536) blocks = 65536;
+    return (unsigned int)blocks;
+}
+
+/* ---------------------------------------------------------------- dtypes */
+
+/* (the engine's dp_dtype_name is not linked into this library) */
+static inline const char *dp_cuda_dtype_name(int dt)
+{
+    static const char *const names[] = { "float32", "float64", "int64", "bool" };
+    return dt >= 0 && dt < DP_NDTYPES ? names[dt] : "unknown";
+}
+
+/* Conversion to an element type: bool is "nonzero" (NaN is true, as in PyTorch). */
+template <typename O, typename C> __device__ __forceinline__ O dp_cvt(C v) { return (O)v; }
+template <> __device__ __forceinline__ bool dp_cvt<bool, float>(float v) { return v != 0.0f; }
+template <> __device__ __forceinline__ bool dp_cvt<bool, double>(double v) { return v != 0.0; }
+template <> __device__ __forceinline__ bool dp_cvt<bool, int64_t>(int64_t v) { return v != 0; }
+
+/* Element `off` (in elements) of a buffer of runtime dtype dt, converted to C.  The switch
+ * is uniform across a warp, so it costs a predicted branch, not divergence. */
+template <typename C> __device__ __forceinline__ C dp_load(const void *p, int dt, int64_t off)
+{
+    switch (dt) {
+    case DP_FLOAT32: return dp_cvt<C, float>(((const float *)p)[off]);
+    case DP_FLOAT64: return dp_cvt<C, double>(((const double *)p)[off]);
+    case DP_INT64: return dp_cvt<C, int64_t>(((const int64_t *)p)[off]);
+    default: return dp_cvt<C, int64_t>((int64_t)(((const uint8_t *)p)[off] != 0));
+    }
+}
+
+/* Calls F::template run<O>() for the element type O of dtype dt. */
+#define DP_DISPATCH_OUT(dt, F)                                                             \
+    ((dt) == DP_FLOAT32 ? F.template run<float>()                                          \
+     : (dt) == DP_FLOAT64 ? F.template run<double>()                                       \
+     : (dt) == DP_INT64   ? F.template run<int64_t>()                                      \
+     : (dt) == DP_BOOL    ? F.template run<bool>()                                         \
+                          : dp_cuda_error("unsupported dtype %d", (int)(dt)))
+
+/* ---------------------------------------------------------------- strided offsets */
+
+/* Offsets of N operands that share one logical shape (row-major element order). */
+template <int N> struct DP_HIDDEN dp_offsets {
+    int ndim;
+    int64_t sizes[DP_MAX_DIMS];
+    int64_t strides[N][DP_MAX_DIMS];
+
+    __device__ __forceinline__ void get(int64_t i, int64_t off[N]) const
+    {
+        if (ndim == 1) {
+#pragma unroll
+            for (int k = 0; k < N; k++) off[k] = i * strides[k][0];
+            return;
+        }
+#pragma unroll
+        for (int k = 0; k < N; k++) off[k] = 0;
+        for (int d = ndim - 1; d >= 0; d--) {
+            int64_t s = sizes[d];
+            int64_t c = i % s;
+            i /= s;
+#pragma unroll
+            for (int k = 0; k < N; k++) off[k] += c * strides[k][d];
+        }
+    }
+};
+
+/* Builds offsets for N views of the same shape (that of views[0]), dropping size-1 dims and
+ * merging dims that are contiguous in every operand; *contiguous is set when the result
+ * is one dim of stride 1 for every operand.  Returns numel. */
+template <int N>
+static int64_t dp_make_offsets(dp_offsets<N> *o, const dp_view *const views[N], bool *contiguous)
+{
+    const dp_view *v0 = views[0];
+    int64_t numel = 1;
+    int nd = 0;
+    int64_t sz[DP_MAX_DIMS], st[N][DP_MAX_DIMS];
+    for (int d = 0; d < v0->ndim; d++) {
+        numel *= v0->sizes[d];
+        if (v0->sizes[d] == 1) continue;
+        sz[nd] = v0->sizes[d];
+        for (int k = 0; k < N; k++) st[k][nd] = views[k]->strides[d];
+        nd++;
+    }
+    /* merge each dim into the one outside it when the pair is one run in every operand */
+    int m = 0;
+    for (int d = 0; d < nd; d++) {
+        if (m > 0) {
+            bool merge = true;
+            for (int k = 0; k < N; k++)
+                if (o->strides[k][m - 1] != st[k][d] * sz[d]) { merge = false; break; }
+            if (merge) {
+                o->sizes[m - 1] *= sz[d];
+                for (int k = 0; k < N; k++) o->strides[k][m - 1] = st[k][d];
+                continue;
+            }
+        }
+        o->sizes[m] = sz[d];
+        for (int k = 0; k < N; k++) o->strides[k][m] = st[k][d];
+        m++;
+    }
+    if (m == 0) {
+        o->sizes[0] = 1;
+        for (int k = 0; k < N; k++) o->strides[k][0] = 1;
+        m = 1;
+    }
+    o->ndim = m;
+    bool c = (m == 1);
+    for (int k = 0; c && k < N; k++) c = (o->strides[k][0] == 1);
+    *contiguous = c;
+    return numel;
+}
+
+/* The geometry of a reduction of `in` along dim (dim < 0: over everything).  outer runs
+ * over the output elements with offsets 0 = in, 1 = out, 2 = idx (when given); inner
+ * runs over the reduced elements of one output in row-major order (so a flat index over
+ * them is the argmax of a whole-tensor reduction).  out and idx may have in's shape with
+ * dim removed, or kept as size 1 (keepdim). */
+struct DP_HIDDEN dp_reduce_geom {
+    dp_offsets<3> outer;
+    dp_offsets<1> inner;
+    int64_t n_out, n_red;
+};
+
+static inline void dp_make_reduce_geom(dp_reduce_geom *g, const dp_view *out, const dp_view *idx,
+                                       const dp_view *in, int dim)
+{
+    g->n_out = 1;
+    g->n_red = 1;
+    g->outer.ndim = 0;
+    g->inner.ndim = 0;
+    int od = 0;
+    for (int d = 0; d < in->ndim; d++) {
+        if (dim < 0 || d == dim) {
+            int j = g->inner.ndim++;
+            g->inner.sizes[j] = in->sizes[d];
+            g->inner.strides[0][j] = in->strides[d];
+            g->n_red *= in->sizes[d];
+            if (out->ndim == in->ndim) od++;   /* keepdim: skip out's size-1 dim */
+        } else {
+            int j = g->outer.ndim++;
+            g->outer.sizes[j] = in->sizes[d];
+            g->outer.strides[0][j] = in->strides[d];
+            g->outer.strides[1][j] = od < out->ndim ? out->strides[od] : 0;
+            g->outer.strides[2][j] = idx && od < idx->ndim ? idx->strides[od] : 0;
+            od++;
+            g->n_out *= in->sizes[d];
+        }
+    }
+    if (g->outer.ndim == 0) {
+        g->outer.ndim = 1;
+        g->outer.sizes[0] = 1;
+        for (int k = 0; k < 3; k++) g->outer.strides[k][0] = 0;
+    }
+    if (g->inner.ndim == 0) {
+        g->inner.ndim = 1;
+        g->inner.sizes[0] = 1;
+        g->inner.strides[0][0] = 0;
+    }
+    /* merge inner dims that are contiguous with each other (keeps the row-major order) */
+    int m = 1;
+    for (int d = 1; d < g->inner.ndim; d++) {
+        if (g->inner.strides[0][m - 1] == g->inner.strides[0][d] * g->inner.sizes[d]) {
+            g->inner.sizes[m - 1] *= g->inner.sizes[d];
+            g->inner.strides[0][m - 1] = g->inner.strides[0][d];
+        } else {
+            g->inner.sizes[m] = g->inner.sizes[d];
+            g->inner.strides[0][m] = g->inner.strides[0][d];
+            m++;
+        }
+    }
+    g->inner.ndim = m;
+}
+
+/* ---------------------------------------------------------------- block reductions */
+
+template <typename T> __device__ __forceinline__ T dp_warp_sum(T v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    return v;
+}
+
+template <typename T> __device__ __forceinline__ T dp_warp_max(T v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        T w = __shfl_down_sync(0xffffffffu, v, o);
+        v = (w > v || w != w) ? w : v;
+    }
+    return v;
+}
+
+/* Sum over the block; the result is valid in thread 0 and broadcast to all threads.
+ * `shared` holds at least 32 values.  Every thread of the block must call it. */
+template <typename T> __device__ T dp_block_sum(T v, T *shared)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+    v = dp_warp_sum(v);
+    __syncthreads();
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < nwarps ? shared[lane] : (T)0;
+        v = dp_warp_sum(v);
+        if (lane == 0) shared[0] = v;
+    }
+    __syncthreads();
+    return shared[0];
+}
+
+/* Maximum over the block (NaN wins), broadcast to all threads. */
+template <typename T> __device__ T dp_block_max(T v, T *shared)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+    v = dp_warp_max(v);
+    __syncthreads();
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < nwarps ? shared[lane] : shared[0];
+        v = dp_warp_max(v);
+        if (lane == 0) shared[0] = v;
+    }
+    __syncthreads();
+    return shared[0];
+}
+
+#endif

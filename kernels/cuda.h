@@ -1,0 +1,95 @@
+/* cuda.h: the plain-C launchers of libdplua_cuda.so, one group per .cu file in kernels/.
+ * backend.cu puts them into the dp_backend struct that the engine calls; nothing else
+ * calls a kernel.  Launchers return 0, or -1 with the message set (dp_cuda_error).
+ * All of them run asynchronously on the stream of the device their views live on.
+ *
+ * DP_CUDA_API marks what the library exports (looked up with dlsym by the engine);
+ * everything else stays inside the library. */
+#ifndef DP_KERNELS_CUDA_H
+#define DP_KERNELS_CUDA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../src/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DP_CUDA_API __attribute__((visibility("default")))
+#define DP_CUDA_INTERNAL __attribute__((visibility("hidden")))
+
+/* ---- exported (see src/backend.h) */
+DP_CUDA_API const dp_backend *dp_cuda_backend_init(int *device_count, char *err, size_t errlen);
+/* Lets a host program route the backend's error messages explicitly (normally the engine's
+ * dp_error is found at init). */
+DP_CUDA_API void dp_cuda_set_error_fn(int (*fn)(const char *fmt, ...));
+/* For other CUDA code in this library and beside it (NCCL collectives): the stream of a
+ * device as a cudaStream_t, after making its physical GPU current on this thread; NULL with
+ * the message set on failure. */
+DP_CUDA_API void *dp_cuda_stream(int index);
+/* The physical GPU ordinal behind a (virtual) device, or -1. */
+DP_CUDA_API int dp_cuda_physical_device(int index);
+
+/* ---- backend.cu: devices, streams, errors */
+/* Sets the message (printf-style) through the engine's dp_error; returns -1. */
+DP_CUDA_INTERNAL int dp_cuda_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Makes device index's GPU current on this thread and stores its stream in *stream. */
+DP_CUDA_INTERNAL int dp_cuda_enter(int index, void **stream);
+/* The cuBLAS handle of a device (bound to its stream, created on first use) with the
+ * device's cuBLAS lock held; dp_cuda_cublas_release drops the lock.  NULL on failure
+ * (nothing held). */
+DP_CUDA_INTERNAL void *dp_cuda_cublas_acquire(int index);
+DP_CUDA_INTERNAL void dp_cuda_cublas_release(int index);
+DP_CUDA_INTERNAL bool dp_cuda_tf32(void);
+/* The (virtual) device whose allocation holds ptr (an interior pointer is fine), or -1
+ * with the message set: for the launchers that receive raw pointers (gemm, optimizers). */
+DP_CUDA_INTERNAL int dp_cuda_device_of(const void *ptr);
+/* Temporary device memory from the caching allocator (stream-ordered reuse). */
+DP_CUDA_INTERNAL void *dp_cuda_scratch_alloc(int index, size_t nbytes);
+DP_CUDA_INTERNAL void dp_cuda_scratch_free(int index, void *ptr);
+
+/* ---- elementwise.cu */
+DP_CUDA_INTERNAL int dp_cuda_fill(const dp_view *out, double value);
+DP_CUDA_INTERNAL int dp_cuda_copy(const dp_view *out, const dp_view *in);
+DP_CUDA_INTERNAL int dp_cuda_unary(int op, const dp_view *out, const dp_view *in, double p0, double p1);
+DP_CUDA_INTERNAL int dp_cuda_binary(int op, const dp_view *out, const dp_view *a, const dp_view *b);
+DP_CUDA_INTERNAL int dp_cuda_binary_scalar(int op, const dp_view *out, const dp_view *a, double s, bool reverse);
+
+/* ---- reduce.cu */
+DP_CUDA_INTERNAL int dp_cuda_reduce(int op, const dp_view *out, const dp_view *idx, const dp_view *in, int dim);
+
+/* ---- softmax_loss.cu */
+DP_CUDA_INTERNAL int dp_cuda_softmax(bool log, const dp_view *out, const dp_view *in, int dim);
+DP_CUDA_INTERNAL int dp_cuda_softmax_backward(bool log, const dp_view *grad_in, const dp_view *grad_out,
+                                              const dp_view *y, int dim);
+DP_CUDA_INTERNAL int dp_cuda_nll_loss(const dp_view *out, const dp_view *input, const dp_view *target, bool per_item);
+DP_CUDA_INTERNAL int dp_cuda_nll_loss_backward(const dp_view *grad_in, const dp_view *grad_out,
+                                               const dp_view *target, bool per_item, double scale);
+
+/* ---- linear.cu */
+DP_CUDA_INTERNAL int dp_cuda_gemm(int dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                                  double alpha, const void *a, int64_t lda, int64_t stride_a,
+                                  const void *b, int64_t ldb, int64_t stride_b,
+                                  double beta, void *c, int64_t ldc, int64_t stride_c, int64_t batch);
+
+/* ---- index.cu */
+DP_CUDA_INTERNAL int dp_cuda_index_select(const dp_view *out, const dp_view *in, int dim, const dp_view *idx);
+DP_CUDA_INTERNAL int dp_cuda_index_add(const dp_view *grad_in, int dim, const dp_view *idx, const dp_view *src);
+
+/* ---- random.cu */
+DP_CUDA_INTERNAL int dp_cuda_random(int dist, const dp_view *out, uint64_t seed, uint64_t offset,
+                                    double a, double b);
+
+/* ---- optim.cu */
+DP_CUDA_INTERNAL int dp_cuda_sgd_step(int dtype, int64_t n, void *param, const void *grad, void *buf,
+                                      const dp_sgd_opts *o);
+DP_CUDA_INTERNAL int dp_cuda_adam_step(int dtype, int64_t n, void *param, const void *grad, void *m, void *v,
+                                       const dp_adam_opts *o);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

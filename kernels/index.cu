@@ -1,0 +1,108 @@
+/* index.cu: index_select (gather along a dim) and index_add (its backward: scatter-add
+ * along a dim, with atomics since indices may repeat).  Indices are int64, 0-based and
+ * already range-checked by the engine.  The element index along dim comes from a third
+ * synthetic operand whose only stride is 1 at dim. */
+#include "common.cuh"
+
+/* offsets over `shape` (a view of the iterated shape): 0 = that view, 1 = other (dim's
+ * stride zeroed), 2 = the coordinate along dim */
+static int64_t index_offsets(dp_offsets<3> *o, bool *contig, const dp_view *shape, const dp_view *other, int dim)
+{
+    dp_view other0 = *other, coord = *shape;
+    other0.strides[dim] = 0;
+    for (int d = 0; d < coord.ndim; d++) coord.strides[d] = d == dim ? 1 : 0;
+    const dp_view *vs[3] = { shape, &other0, &coord };
+    return dp_make_offsets<3>(o, vs, contig);
+}
+
+template <typename T>
+static __global__ void index_select_kernel(dp_offsets<3> oc, int64_t n, T *out, const T *in, int64_t in_dim_stride,
+                                           const int64_t *idx, int64_t idx_stride)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t off[3];
+        oc.get(i, off);
+        out[off[0]] = in[off[1] + idx[off[2] * idx_stride] * in_dim_stride];
+    }
+}
+
+__device__ __forceinline__ void atomic_add(float *p, float v) { atomicAdd(p, v); }
+__device__ __forceinline__ void atomic_add(double *p, double v) { atomicAdd(p, v); }
+__device__ __forceinline__ void atomic_add(int64_t *p, int64_t v)
+{
+    atomicAdd((unsigned long long *)p, (unsigned long long)v);
+}
+/* bool + is "or": every writer writes the same 1 */
+__device__ __forceinline__ void atomic_add(bool *p, bool v)
+{
+    if (v) *(volatile bool *)p = true;
+}
+
+template <typename T>
+static __global__ void index_add_kernel(dp_offsets<3> oc, int64_t n, const T *src, T *gin, int64_t gin_dim_stride,
+                                        const int64_t *idx, int64_t idx_stride)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t off[3];
+        oc.get(i, off);
+        atomic_add(gin + off[1] + idx[off[2] * idx_stride] * gin_dim_stride, src[off[0]]);
+    }
+}
+
+static int check_args(const char *what, const dp_view *a, const dp_view *b, int dim, const dp_view *idx)
+{
+    if (a->dtype != b->dtype) return dp_cuda_error("CUDA %s: dtypes differ", what);
+    if (dim < 0 || dim >= a->ndim || a->ndim != b->ndim) return dp_cuda_error("CUDA %s: bad dim %d", what, dim);
+    if (idx->dtype != DP_INT64 || idx->ndim > 1) return dp_cuda_error("CUDA %s: index must be a 1-D int64 tensor", what);
+    return 0;
+}
+
+struct DP_HIDDEN select_launch {
+    const dp_view *out, *in, *idx;
+    int dim;
+    template <typename T> int run() const
+    {
+        dp_offsets<3> oc;
+        bool contig;
+        int64_t n = index_offsets(&oc, &contig, out, in, dim);
+        if (n == 0) return 0;
+        CUDA_STREAM_OF(out->device, s);
+        index_select_kernel<T><<<dp_grid_for(n, DP_THREADS), DP_THREADS, 0, s>>>(
+            oc, n, (T *)out->data, (const T *)in->data, in->strides[dim], (const int64_t *)idx->data,
+            idx->ndim ? idx->strides[0] : 0);
+        CUDA_CHECK_LAUNCH("index_select");
+        return 0;
+    }
+};
+
+extern "C" int dp_cuda_index_select(const dp_view *out, const dp_view *in, int dim, const dp_view *idx)
+{
+    if (check_args("index_select", out, in, dim, idx)) return -1;
+    select_launch f = { out, in, idx, dim };
+    return DP_DISPATCH_OUT(out->dtype, f);
+}
+
+struct DP_HIDDEN add_launch {
+    const dp_view *gin, *src, *idx;
+    int dim;
+    template <typename T> int run() const
+    {
+        dp_offsets<3> oc;
+        bool contig;
+        int64_t n = index_offsets(&oc, &contig, src, gin, dim);
+        if (n == 0) return 0;
+        CUDA_STREAM_OF(gin->device, s);
+        index_add_kernel<T><<<dp_grid_for(n, DP_THREADS), DP_THREADS, 0, s>>>(
+            oc, n, (const T *)src->data, (T *)gin->data, gin->strides[dim], (const int64_t *)idx->data,
+            idx->ndim ? idx->strides[0] : 0);
+        CUDA_CHECK_LAUNCH("index_add");
+        return 0;
+    }
+};
+
+extern "C" int dp_cuda_index_add(const dp_view *grad_in, int dim, const dp_view *idx, const dp_view *src)
+{
+    if (check_args("index_add", grad_in, src, dim, idx)) return -1;
+    add_launch f = { grad_in, src, idx, dim };
+    return DP_DISPATCH_OUT(grad_in->dtype, f);
+}

@@ -1,0 +1,119 @@
+-- spec/gpu/memory.lua: devices, streams and the caching allocator: device counts (with
+-- DPLUA_CUDA_VIRTUAL), memory_allocated / max_memory_allocated / empty_cache, the
+-- out-of-memory message, copies host <-> device <-> device (blocking and not), and the
+-- mixed-device error.   build-gpu/dplua spec/gpu/memory.lua
+local here = debug.getinfo(1, 'S').source:match('^@(.*[/\\])') or './'
+local G = dofile(here .. 'common.lua')
+local MiB = 1024 * 1024
+
+if not torch.cuda.is_available() then
+  print('no CUDA device: nothing to check')
+  print('0 passed, 1 failed')
+  os.exit(1)
+end
+
+local n = torch.cuda.device_count()
+local virtual = tonumber(os.getenv('DPLUA_CUDA_VIRTUAL') or '1') or 1
+print(string.format('%d CUDA device(s), DPLUA_CUDA_VIRTUAL=%d', n, virtual))
+
+G.expect('is_built and is_available', function() return torch.cuda.is_built() and torch.cuda.is_available() end)
+G.expect('device_count is a multiple of DPLUA_CUDA_VIRTUAL', function() return n >= virtual and n % virtual == 0 end)
+
+G.expect('memory_allocated follows tensors', function()
+  collectgarbage(); collectgarbage()
+  torch.cuda.synchronize()
+  local before = torch.cuda.memory_allocated(0)
+  local t = torch.empty(64 * MiB // 4, { device = 'cuda:0' })
+  local during = torch.cuda.memory_allocated(0)
+  assert(during - before >= 64 * MiB, string.format('grew by %d bytes for a 64 MiB tensor', during - before))
+  assert(torch.cuda.max_memory_allocated(0) >= during, 'max_memory_allocated below memory_allocated')
+  t = nil
+  collectgarbage(); collectgarbage()
+  local after = torch.cuda.memory_allocated(0)
+  assert(after == before, string.format('%d bytes before, %d after the tensor was collected', before, after))
+  return true
+end)
+
+G.expect('freed blocks are reused (a loop does not grow memory)', function()
+  local x = torch.randn(1000, 1000, { device = 'cuda:0' })
+  for _ = 1, 5 do local y = x * 2 + 1 end
+  collectgarbage(); collectgarbage()
+  local base = torch.cuda.memory_allocated(0)
+  for _ = 1, 200 do local y = (x * 2 + 1):sum() end
+  collectgarbage(); collectgarbage()
+  local grown = torch.cuda.memory_allocated(0) - base
+  assert(grown <= 8 * MiB, string.format('memory grew by %.1f MiB over 200 iterations', grown / MiB))
+  return true
+end)
+
+G.expect('empty_cache keeps live tensors intact', function()
+  local x = torch.arange(0, 1000, { device = 'cuda:0' })
+  do local junk = torch.empty(256 * MiB // 4, { device = 'cuda:0' }) end
+  collectgarbage(); collectgarbage()
+  torch.cuda.empty_cache()
+  return x:sum():item() == 499500
+end)
+
+G.expect('out of memory raises the documented message', function()
+  local ok, err = pcall(torch.empty, 1024 * 1024 * 1024 * 1024, { device = 'cuda:0' })   -- 4 TiB of float32
+  assert(not ok, 'a 4 TiB allocation succeeded')
+  err = tostring(err)
+  assert(err:find('CUDA out of memory. Tried to allocate', 1, true) and err:find('on cuda:0', 1, true)
+    and err:find('free', 1, true), 'message: ' .. err)
+  -- and the device still works
+  return torch.ones(10, { device = 'cuda:0' }):sum():item() == 10
+end)
+
+G.expect('host <-> device copies, blocking and not', function()
+  local h = torch.randn(300, 301)
+  local d = h:to('cuda:0')
+  local d2 = h:to { device = 'cuda:0', non_blocking = true }
+  local back = d2:cpu()
+  return torch.equal(d:cpu(), h) and torch.equal(back, h) and d.is_cuda and not h.is_cuda
+end)
+
+G.expect('strided host -> device copy', function()
+  local h = torch.randn(50, 60):t()
+  return torch.equal(h:to('cuda:0'):cpu(), h:contiguous())
+end)
+
+G.expect('mixed devices raise the same-device error', function()
+  local ok, err = pcall(function() return torch.ones(3) + torch.ones(3, { device = 'cuda:0' }) end)
+  return not ok and tostring(err):find('expected all tensors to be on the same device', 1, true) ~= nil
+end)
+
+G.expect('synchronize on every device', function()
+  for i = 0, n - 1 do torch.cuda.synchronize(i) end
+  torch.cuda.synchronize()
+  return true
+end)
+
+if n >= 2 then
+  G.expect('device-to-device copies and work on cuda:1', function()
+    local a = torch.randn(513, 257)
+    local x0 = a:to('cuda:0')
+    local x1 = x0:to('cuda:1')
+    local y1 = (x1 * 2):exp():sum(2)
+    local back = y1:to('cuda:0'):cpu()
+    local ref = (a * 2):exp():sum(2)
+    assert(tostring(x1.device) == 'cuda:1', 'device ' .. tostring(x1.device))
+    return torch.allclose(back, ref, 1e-5, 1e-5) and torch.equal(x1:cpu(), a)
+  end)
+  G.expect('each device keeps its own memory count', function()
+    collectgarbage(); collectgarbage()
+    local b0, b1 = torch.cuda.memory_allocated(0), torch.cuda.memory_allocated(1)
+    local t = torch.empty(32 * MiB // 4, { device = 'cuda:1' })
+    local ok = torch.cuda.memory_allocated(1) - b1 >= 32 * MiB and torch.cuda.memory_allocated(0) == b0
+    t = nil
+    collectgarbage()
+    return ok
+  end)
+  G.expect('a copy chain across every device', function()
+    local a = torch.randn(1000)
+    local x = a:to('cuda:0')
+    for i = 1, n - 1 do x = (x + 1):to('cuda:' .. i) end
+    return torch.allclose(x:cpu(), a + (n - 1), 1e-6, 1e-6)
+  end)
+end
+
+os.exit(G.finish() and 0 or 1)
