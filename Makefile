@@ -162,7 +162,7 @@ install: all
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
 	$(if $(filter 1,$(CUDA)),install -m 755 $(CUDA_SO) $(DESTDIR)$(PREFIX)/lib/)
 	install -m 644 lua/dplua.h $(DESTDIR)$(PREFIX)/include/
-	install -m 644 $(BUILD)/dplua.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBS@|$(LIBS)|g' tools/dplua.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/dplua.pc
 	install -m 755 $(LUAMOD) $(DESTDIR)$(PREFIX)/lib/lua/5.4/torch.so
 	ln -sf torch.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/nn.so
 	ln -sf torch.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/optim.so

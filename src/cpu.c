@@ -12,6 +12,14 @@
 
 #define PAR_MIN 32768   /* elements below which a kernel stays on one thread */
 
+/* Hot kernels are compiled twice, for AVX2 and for the x86-64 baseline, and the loader
+ * picks one for the processor it runs on (GCC function multiversioning). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define HOT __attribute__((target_clones("avx2", "default")))
+#else
+#define HOT
+#endif
+
 /* ---------------------------------------------------------------- caching allocator
  * Large blocks are kept after free and handed out again for the same rounded size, so a
  * loop that makes and drops big tensors does not fault in fresh pages every time. */
@@ -216,8 +224,8 @@ static inline int64_t ipow(int64_t x, int64_t y)
     case DP_GT: LOOP3(bool, T, x > y); break;                  \
     case DP_GE: LOOP3(bool, T, x >= y); break;
 
-static void bin_f32(void *c, int64_t n, char **p, const int64_t *s) { switch (((ew_ctx *)c)->op) { BINARY_CASES(float, powf) } }
-static void bin_f64(void *c, int64_t n, char **p, const int64_t *s) { switch (((ew_ctx *)c)->op) { BINARY_CASES(double, pow) } }
+HOT static void bin_f32(void *c, int64_t n, char **p, const int64_t *s) { switch (((ew_ctx *)c)->op) { BINARY_CASES(float, powf) } }
+HOT static void bin_f64(void *c, int64_t n, char **p, const int64_t *s) { switch (((ew_ctx *)c)->op) { BINARY_CASES(double, pow) } }
 #define IDIV(x, y) ((y) ? (x) / (y) : 0)
 static void bin_i64(void *c, int64_t n, char **p, const int64_t *s)
 {
@@ -301,8 +309,8 @@ static inline double sigmoidd(double x) { return 1.0 / (1.0 + exp(-x)); }
         }                                                                                      \
     } while (0)
 
-static void un_f32(void *c, int64_t n, char **p, const int64_t *s) { UNARY_FLOAT(float, expf, logf, sqrtf, fabsf, tanhf, sigmoidf); }
-static void un_f64(void *c, int64_t n, char **p, const int64_t *s) { UNARY_FLOAT(double, exp, log, sqrt, fabs, tanh, sigmoidd); }
+HOT static void un_f32(void *c, int64_t n, char **p, const int64_t *s) { UNARY_FLOAT(float, expf, logf, sqrtf, fabsf, tanhf, sigmoidf); }
+HOT static void un_f64(void *c, int64_t n, char **p, const int64_t *s) { UNARY_FLOAT(double, exp, log, sqrt, fabs, tanh, sigmoidd); }
 static void un_i64(void *c, int64_t n, char **p, const int64_t *s)
 {
     ew_ctx *cx = c;
@@ -400,20 +408,47 @@ static inline void store_d(char *p, int dt, double v)
     }
 }
 
-/* sum of n contiguous floats in double, vectorised and split across threads */
+/* Sums of contiguous data: blocks of 4096 are summed with vector lanes in the data's own
+ * precision, block sums are added in double; large sums are split across threads. */
+#define SUM_BLOCK 4096
+
+HOT static double sum_block_f32(const float *x, int64_t n)
+{
+    float acc = 0;
+    #pragma omp simd reduction(+:acc)
+    for (int64_t i = 0; i < n; i++) acc += x[i];
+    return acc;
+}
+
+HOT static double sum_block_f64(const double *x, int64_t n)
+{
+    double acc = 0;
+    #pragma omp simd reduction(+:acc)
+    for (int64_t i = 0; i < n; i++) acc += x[i];
+    return acc;
+}
+
 static double sum_f32(const float *x, int64_t n)
 {
     double acc = 0;
-    #pragma omp parallel for simd reduction(+:acc) if (n >= PAR_MIN) schedule(static)
-    for (int64_t i = 0; i < n; i++) acc += x[i];
+    int64_t nb = (n + SUM_BLOCK - 1) / SUM_BLOCK;
+    #pragma omp parallel for reduction(+:acc) if (n >= PAR_MIN) schedule(static)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t lo = b * SUM_BLOCK, len = n - lo < SUM_BLOCK ? n - lo : SUM_BLOCK;
+        acc += sum_block_f32(x + lo, len);
+    }
     return acc;
 }
 
 static double sum_f64(const double *x, int64_t n)
 {
     double acc = 0;
-    #pragma omp parallel for simd reduction(+:acc) if (n >= PAR_MIN) schedule(static)
-    for (int64_t i = 0; i < n; i++) acc += x[i];
+    int64_t nb = (n + SUM_BLOCK - 1) / SUM_BLOCK;
+    #pragma omp parallel for reduction(+:acc) if (n >= PAR_MIN) schedule(static)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t lo = b * SUM_BLOCK, len = n - lo < SUM_BLOCK ? n - lo : SUM_BLOCK;
+        acc += sum_block_f64(x + lo, len);
+    }
     return acc;
 }
 

@@ -1,6 +1,7 @@
 /* tensor.c: refcounted storage under strided views; creation; views and their backward
  * passes; reading values back. */
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,26 @@ typedef struct free_block { struct free_block *next; } free_block;
 static _Thread_local free_block *g_free_storages, *g_free_tensors;
 static _Thread_local int g_n_free_storages, g_n_free_tensors;
 
+/* When a thread ends, its free lists go back to the system. */
+static pthread_key_t g_free_key;
+static pthread_once_t g_free_once = PTHREAD_ONCE_INIT;
+
+static void free_list(free_block *b)
+{
+    while (b) { free_block *next = b->next; free(b); b = next; }
+}
+
+static void thread_lists_free(void *unused)
+{
+    (void)unused;
+    free_list(g_free_storages);
+    free_list(g_free_tensors);
+    g_free_storages = g_free_tensors = NULL;
+    g_n_free_storages = g_n_free_tensors = 0;
+}
+
+static void free_key_make(void) { pthread_key_create(&g_free_key, thread_lists_free); }
+
 static void *pop_block(free_block **list, int *n)
 {
     free_block *b = *list;
@@ -42,6 +63,10 @@ static void *pop_block(free_block **list, int *n)
 static bool push_block(free_block **list, int *n, void *p)
 {
     if (*n >= FREELIST_MAX) return false;
+    if (*n == 0) {   /* make sure this thread's lists are handed back when it ends */
+        pthread_once(&g_free_once, free_key_make);
+        pthread_setspecific(g_free_key, (void *)1);
+    }
     free_block *b = p;
     b->next = *list;
     *list = b;

@@ -1,0 +1,854 @@
+/* dplua.c: the `dplua` program, Lua 5.4's stand-alone interpreter with torch, nn and optim
+ * loaded.  It keeps lua.c's shape: main hands everything to pmain under one lua_pcall, a
+ * message handler adds the traceback, and the options -e -l -i -v -E -W - -- and LUA_INIT
+ * behave as they do in `lua`.  The REPL adds readline editing, history, tab completion of
+ * globals, fields and methods, and Ctrl-C handling (at the prompt it clears the line; while
+ * a statement runs it interrupts that statement). */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+#include <unistd.h>
+
+#include <lua.h>
+#include <lauxlib.h>
+#include <lualib.h>
+
+#include <readline/readline.h>
+#include <readline/history.h>
+
+#include "dplua.h"
+#include "../src/dp.h"
+
+#ifndef DPLUA_VERSION
+#define DPLUA_VERSION "0.1.0"
+#endif
+
+#define PROGNAME     "dplua"
+#define PROMPT1      "> "
+#define PROMPT2      ">> "
+#define HISTORY_FILE ".dplua_history"
+#define HISTORY_MAX  1000
+#define EOFMARK      "<eof>"
+#define MARKLEN      (sizeof(EOFMARK) / sizeof(char) - 1)
+
+static const char *progname = PROGNAME;
+static lua_State *globalL = NULL;
+
+/* ------------------------------------------------------------------ messages */
+
+static void l_message(const char *pname, const char *msg) {
+    if (pname) fprintf(stderr, "%s: ", pname);
+    fprintf(stderr, "%s\n", msg);
+    fflush(stderr);
+}
+
+/* Prints the error message on top of the stack (when status is not OK) and pops it. */
+static int report(lua_State *L, int status) {
+    if (status != LUA_OK) {
+        const char *msg = lua_tostring(L, -1);
+        l_message(progname, msg ? msg : "(error object is not a string)");
+        lua_pop(L, 1);
+    }
+    return status;
+}
+
+static void print_usage(const char *badoption) {
+    fprintf(stderr, "%s: ", progname);
+    if (badoption[1] == 'e' || badoption[1] == 'l')
+        fprintf(stderr, "'%s' needs argument\n", badoption);
+    else
+        fprintf(stderr, "unrecognized option '%s'\n", badoption);
+    fprintf(stderr,
+            "usage: %s [options] [script [args]]\n"
+            "Available options are:\n"
+            "  -e stat   execute string 'stat'\n"
+            "  -i        enter interactive mode after executing 'script'\n"
+            "  -l mod    require library 'mod' into global 'mod'\n"
+            "  -l g=mod  require library 'mod' into global 'g'\n"
+            "  -v        show version information and the backends built in\n"
+            "  -E        ignore environment variables\n"
+            "  -W        turn warnings on\n"
+            "  --        stop handling options\n"
+            "  -         stop handling options and execute stdin\n",
+            progname);
+    fflush(stderr);
+}
+
+static void print_version(FILE *out) {
+    fprintf(out, "dplua %s on %s\nbackends: cpu", DPLUA_VERSION, LUA_RELEASE);
+    if (dp_cuda_is_built()) fprintf(out, ", cuda, nccl");
+#ifdef DP_HAVE_MPI
+    fprintf(out, ", mpi");
+#endif
+    fprintf(out, "\n");
+    fflush(out);
+}
+
+/* ------------------------------------------------------------------ running chunks */
+
+/* Hook set by the SIGINT handler: stops the running chunk with an error at the next
+ * instruction, line, call or return. */
+static void lstop(lua_State *L, lua_Debug *ar) {
+    (void)ar;
+    lua_sethook(L, NULL, 0, 0);
+    luaL_error(L, "interrupted!");
+}
+
+/* A signal handler may only set a hook (lua_sethook is safe to call from one); the
+ * handler resets itself so that a second Ctrl-C, when Lua is stuck in C, ends the
+ * program as it would without us. */
+static void laction(int sig) {
+    int flag = LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT;
+    signal(sig, SIG_DFL);
+    lua_sethook(globalL, lstop, flag, 1);
+}
+
+/* Message handler: adds a traceback to the error message. */
+static int msghandler(lua_State *L) {
+    const char *msg = lua_tostring(L, 1);
+    if (msg == NULL) {
+        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+            return 1;
+        msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    }
+    luaL_traceback(L, L, msg, 1);
+    return 1;
+}
+
+/* Calls the function below its narg arguments with the message handler and the Ctrl-C
+ * handler in place; restores the previous SIGINT disposition afterwards. */
+static int docall(lua_State *L, int narg, int nres) {
+    int base = lua_gettop(L) - narg;
+    struct sigaction sa, old;
+    lua_pushcfunction(L, msghandler);
+    lua_insert(L, base);
+    globalL = L;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = laction;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old);
+    int status = lua_pcall(L, narg, nres, base);
+    sigaction(SIGINT, &old, NULL);
+    if (lua_gethook(L) == lstop) lua_sethook(L, NULL, 0, 0);   /* came too late to fire */
+    lua_remove(L, base);
+    return status;
+}
+
+static int dochunk(lua_State *L, int status) {
+    if (status == LUA_OK) status = docall(L, 0, 0);
+    return report(L, status);
+}
+
+static int dofile(lua_State *L, const char *name) {
+    return dochunk(L, luaL_loadfile(L, name));
+}
+
+static int dostring(lua_State *L, const char *s, const char *name) {
+    return dochunk(L, luaL_loadbuffer(L, s, strlen(s), name));
+}
+
+/* -l: `mod` is required into global `mod`, `g=mod` into global `g`. */
+static int dolibrary(lua_State *L, char *globname) {
+    char *modname = strchr(globname, '=');
+    if (modname == NULL) {
+        modname = globname;
+    } else {
+        *modname = '\0';
+        modname++;
+    }
+    lua_getglobal(L, "require");
+    lua_pushstring(L, modname);
+    int status = docall(L, 1, 1);
+    if (status == LUA_OK) lua_setglobal(L, globname);
+    return report(L, status);
+}
+
+/* Pushes the script's arguments (arg[1..n]) and returns their number. */
+static int pushargs(lua_State *L) {
+    if (lua_getglobal(L, "arg") != LUA_TTABLE)
+        luaL_error(L, "'arg' is not a table");
+    int n = (int)luaL_len(L, -1);
+    luaL_checkstack(L, n + 3, "too many arguments to script");
+    int i;
+    for (i = 1; i <= n; i++) lua_rawgeti(L, -i, i);
+    lua_remove(L, -i);
+    return n;
+}
+
+static int handle_script(lua_State *L, char **argv) {
+    const char *fname = argv[0];
+    if (strcmp(fname, "-") == 0 && strcmp(argv[-1], "--") != 0)
+        fname = NULL;   /* stdin */
+    int status = luaL_loadfile(L, fname);
+    if (status == LUA_OK) {
+        int n = pushargs(L);
+        status = docall(L, n, LUA_MULTRET);
+    }
+    return report(L, status);
+}
+
+/* ------------------------------------------------------------------ arguments */
+
+#define has_error 1   /* bad option */
+#define has_i     2   /* -i */
+#define has_v     4   /* -v */
+#define has_e     8   /* -e */
+#define has_E     16  /* -E */
+
+/* Scans the options.  *first is the index of the script (0 when there is none) or, on a
+ * bad option, of that option. */
+static int collectargs(char **argv, int *first) {
+    int args = 0;
+    int i;
+    *first = 0;
+    if (argv[0] == NULL) return 0;
+    for (i = 1; argv[i] != NULL; i++) {
+        *first = i;
+        if (argv[i][0] != '-') return args;   /* the script */
+        switch (argv[i][1]) {
+        case '-':   /* "--" */
+            if (argv[i][2] != '\0') return has_error;
+            *first = argv[i + 1] != NULL ? i + 1 : 0;
+            return args;
+        case '\0':  /* "-": the script is stdin */
+            return args;
+        case 'E':
+            if (argv[i][2] != '\0') return has_error;
+            args |= has_E;
+            break;
+        case 'W':
+            if (argv[i][2] != '\0') return has_error;
+            break;
+        case 'i':
+            args |= has_i;   /* -i implies -v */
+            /* fallthrough */
+        case 'v':
+            if (argv[i][2] != '\0') return has_error;
+            args |= has_v;
+            break;
+        case 'e':
+            args |= has_e;
+            /* fallthrough */
+        case 'l':   /* both need an argument */
+            if (argv[i][2] == '\0') {
+                i++;
+                if (argv[i] == NULL || argv[i][0] == '-') {
+                    *first = i - 1;
+                    return has_error;
+                }
+            }
+            break;
+        default:
+            return has_error;
+        }
+    }
+    *first = 0;
+    return args;
+}
+
+/* Runs -e, -l and -W in order; returns 0 when one of them failed. */
+static int runargs(lua_State *L, char **argv, int n) {
+    for (int i = 1; i < n; i++) {
+        int option = argv[i][1];
+        switch (option) {
+        case 'e':
+        case 'l': {
+            char *extra = argv[i] + 2;
+            if (*extra == '\0') extra = argv[++i];
+            int status = option == 'e' ? dostring(L, extra, "=(command line)")
+                                       : dolibrary(L, extra);
+            if (status != LUA_OK) return 0;
+            break;
+        }
+        case 'W':
+            lua_warning(L, "@on", 0);
+            break;
+        }
+    }
+    return 1;
+}
+
+/* arg[0] is the script, arg[1..] its arguments, arg[-1..] the program and its options,
+ * as in lua.  Without a script, arg[0] is the program. */
+static void createargtable(lua_State *L, char **argv, int argc, int script) {
+    int narg = argc - (script + 1);
+    lua_createtable(L, narg > 0 ? narg : 0, script + 1);
+    for (int i = 0; i < argc; i++) {
+        lua_pushstring(L, argv[i]);
+        lua_rawseti(L, -2, i - script);
+    }
+    lua_setglobal(L, "arg");
+}
+
+static int handle_luainit(lua_State *L) {
+    const char *name = "=LUA_INIT_5_4";
+    const char *init = getenv(name + 1);
+    if (init == NULL) {
+        name = "=LUA_INIT";
+        init = getenv(name + 1);
+    }
+    if (init == NULL) return LUA_OK;
+    if (init[0] == '@') return dofile(L, init + 1);
+    return dostring(L, init, name);
+}
+
+/* Loads dplua and sets the globals torch, nn and optim. */
+static int load_dplua(lua_State *L) {
+    static const char *const globals[] = { "torch", "nn", "optim", NULL };
+    lua_pushcfunction(L, luaopen_dplua);
+    int status = docall(L, 0, 0);
+    for (int i = 0; status == LUA_OK && globals[i]; i++) {
+        lua_getglobal(L, "require");
+        lua_pushstring(L, globals[i]);
+        status = docall(L, 1, 1);
+        if (status == LUA_OK) lua_setglobal(L, globals[i]);
+    }
+    return report(L, status);
+}
+
+/* ------------------------------------------------------------------ tab completion */
+
+static const char *const lua_keywords[] = {
+    "and", "break", "do", "else", "elseif", "end", "false", "for", "function", "goto", "if",
+    "in", "local", "nil", "not", "or", "repeat", "return", "then", "true", "until", "while",
+    NULL
+};
+
+static int is_identifier(const char *s) {
+    if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z'))) return 0;
+    for (s++; *s; s++)
+        if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+              (*s >= '0' && *s <= '9')))
+            return 0;
+    return 1;
+}
+
+/* Adds the string keys of the table at idx that start with prefix (functions only when
+ * methods_only) to the set at set_idx.  Names starting with '_' are offered only when the
+ * prefix starts with one. */
+static void add_keys(lua_State *L, int idx, const char *prefix, int methods_only, int set_idx) {
+    size_t plen = strlen(prefix);
+    idx = lua_absindex(L, idx);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        if (lua_type(L, -2) == LUA_TSTRING) {
+            const char *k = lua_tostring(L, -2);
+            int callable = lua_isfunction(L, -1);
+            if (!callable && luaL_getmetafield(L, -1, "__call") != LUA_TNIL) {
+                lua_pop(L, 1);
+                callable = 1;
+            }
+            if (strncmp(k, prefix, plen) == 0 && is_identifier(k) &&
+                (k[0] != '_' || prefix[0] == '_') && (!methods_only || callable)) {
+                lua_pushboolean(L, 1);
+                lua_setfield(L, set_idx, k);
+            }
+        }
+        lua_pop(L, 1);
+    }
+}
+
+/* Adds the names reachable through the metatable of the value at idx: an __index table
+ * (followed up its own chain, as class hierarchies are), the metatable's __methods table,
+ * and, when __index is a function, the tables it keeps as upvalues. */
+static void add_meta_keys(lua_State *L, int idx, const char *prefix, int methods_only, int set_idx) {
+    lua_pushvalue(L, idx);
+    for (int depth = 0; depth < 16; depth++) {
+        if (!lua_getmetatable(L, -1)) break;
+        lua_remove(L, -2);                       /* the metatable replaces the value */
+        if (lua_getfield(L, -1, "__methods") == LUA_TTABLE)
+            add_keys(L, -1, prefix, methods_only, set_idx);
+        lua_pop(L, 1);
+        int t = lua_getfield(L, -1, "__index");
+        if (t == LUA_TFUNCTION) {
+            /* after ':' the first table upvalue (the methods); after '.' every table
+             * upvalue, which for tensors adds the fields (shape, dtype, grad ...) */
+            for (int up = 1; up <= (methods_only ? 1 : 8); up++) {
+                if (lua_getupvalue(L, -1, up) == NULL) break;
+                if (lua_istable(L, -1)) add_keys(L, -1, prefix, methods_only, set_idx);
+                lua_pop(L, 1);
+            }
+            lua_pop(L, 1);
+            break;
+        }
+        if (t != LUA_TTABLE) { lua_pop(L, 1); break; }
+        add_keys(L, -1, prefix, methods_only, set_idx);
+        lua_remove(L, -2);                       /* go on with the __index table */
+    }
+    lua_pop(L, 1);
+}
+
+/* completions(text): a sorted array of the full completions of text, run protected
+ * (reading a field may call an __index function, which may raise). */
+static int completions(lua_State *L) {
+    const char *text = luaL_checkstring(L, 1);
+    const char *sep = NULL;
+    for (const char *p = text; *p; p++)
+        if (*p == '.' || *p == ':') sep = p;
+    lua_newtable(L);
+    int set = lua_gettop(L);
+    luaL_Buffer head;
+    luaL_buffinit(L, &head);
+    if (sep == NULL) {
+        lua_pushglobaltable(L);
+        add_keys(L, -1, text, 0, set);
+        add_meta_keys(L, -1, text, 0, set);
+        lua_pop(L, 1);
+        for (int i = 0; lua_keywords[i]; i++)
+            if (strncmp(lua_keywords[i], text, strlen(text)) == 0) {
+                lua_pushboolean(L, 1);
+                lua_setfield(L, set, lua_keywords[i]);
+            }
+        luaL_pushresult(&head);
+    } else {
+        /* resolve the dotted path before the last separator: a.b.c */
+        lua_pushglobaltable(L);
+        const char *p = text;
+        while (p < sep) {
+            const char *q = p;
+            while (q < sep && *q != '.' && *q != ':') q++;
+            if (q < sep && *q == ':') return 0;   /* a:b.c is not a path */
+            lua_pushlstring(L, p, (size_t)(q - p));
+            if (!is_identifier(lua_tostring(L, -1))) return 0;
+            lua_gettable(L, -2);
+            lua_remove(L, -2);
+            if (lua_isnil(L, -1)) return 0;
+            p = q + 1;
+        }
+        int methods_only = *sep == ':';
+        const char *prefix = sep + 1;
+        if (lua_istable(L, -1)) add_keys(L, -1, prefix, methods_only, set);
+        add_meta_keys(L, -1, prefix, methods_only, set);
+        lua_pop(L, 1);
+        luaL_addlstring(&head, text, (size_t)(sep - text) + 1);
+        luaL_pushresult(&head);
+    }
+    /* set -> array of head .. name */
+    int headidx = lua_gettop(L);
+    lua_newtable(L);
+    lua_Integer n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, set)) {
+        lua_pop(L, 1);
+        lua_pushvalue(L, headidx);
+        lua_pushvalue(L, -2);
+        lua_concat(L, 2);
+        lua_rawseti(L, -3, ++n);
+    }
+    return 1;
+}
+
+static char **completion_list = NULL;
+static size_t completion_count = 0, completion_next = 0;
+
+static void free_completions(void) {
+    for (size_t i = 0; i < completion_count; i++) free(completion_list[i]);
+    free(completion_list);
+    completion_list = NULL;
+    completion_count = completion_next = 0;
+}
+
+static int cmp_strings(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void load_completions(const char *text) {
+    lua_State *L = globalL;
+    free_completions();
+    if (L == NULL) return;
+    int top = lua_gettop(L);
+    lua_pushcfunction(L, completions);
+    lua_pushstring(L, text);
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1)) {
+        size_t n = (size_t)luaL_len(L, -1);
+        completion_list = calloc(n ? n : 1, sizeof *completion_list);
+        for (size_t i = 0; completion_list && i < n; i++) {
+            lua_rawgeti(L, -1, (lua_Integer)i + 1);
+            completion_list[completion_count] = strdup(lua_tostring(L, -1));
+            if (completion_list[completion_count]) completion_count++;
+            lua_pop(L, 1);
+        }
+        if (completion_count)
+            qsort(completion_list, completion_count, sizeof *completion_list, cmp_strings);
+    }
+    lua_settop(L, top);
+}
+
+static char *completion_generator(const char *text, int state) {
+    if (state == 0) load_completions(text);
+    if (completion_next < completion_count) {
+        char *s = completion_list[completion_next];
+        completion_list[completion_next++] = NULL;
+        return s;   /* readline frees it */
+    }
+    return NULL;
+}
+
+static char **dplua_completion(const char *text, int start, int end) {
+    (void)start; (void)end;
+    rl_attempted_completion_over = 1;       /* never fall back to file names */
+    rl_completion_append_character = '\0';
+    return rl_completion_matches(text, completion_generator);
+}
+
+/* ------------------------------------------------------------------ reading lines */
+
+static int use_readline = 0;            /* stdin is a terminal */
+static char *history_path = NULL;       /* NULL: history is not kept */
+static volatile sig_atomic_t got_sigint = 0, got_sigwinch = 0;
+static char *rl_result = NULL;
+static int rl_finished = 0;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    got_sigint = 1;
+}
+
+static void on_sigwinch(int sig) {
+    (void)sig;
+    got_sigwinch = 1;
+}
+
+static void on_line(char *line) {
+    rl_result = line;
+    rl_finished = 1;
+    rl_callback_handler_remove();
+}
+
+enum { LINE_OK, LINE_EOF, LINE_INTERRUPTED };
+
+/* Reads one line with readline's callback interface, so that Ctrl-C at the prompt only
+ * abandons the line: SIGINT (and SIGWINCH, for resizing) are blocked except while waiting
+ * in pselect.  *line is malloc'd. */
+static int readline_line(const char *prompt, char **line) {
+    sigset_t block, orig;
+    struct sigaction sa, old, sw, oldw;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old);
+    memset(&sw, 0, sizeof sw);
+    sw.sa_handler = on_sigwinch;
+    sigemptyset(&sw.sa_mask);
+    sigaction(SIGWINCH, &sw, &oldw);
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGWINCH);
+    sigprocmask(SIG_BLOCK, &block, &orig);
+    got_sigint = 0;
+    got_sigwinch = 0;
+    rl_finished = 0;
+    rl_result = NULL;
+    rl_callback_handler_install(prompt, on_line);
+    int result = LINE_OK;
+    int fd = fileno(rl_instream ? rl_instream : stdin);
+    while (!rl_finished) {
+        fd_set fds;
+        FD_ZERO(&fds);
+        FD_SET(fd, &fds);
+        int r = pselect(fd + 1, &fds, NULL, NULL, NULL, &orig);
+        if (r < 0) {
+            if (errno != EINTR) { rl_callback_handler_remove(); result = LINE_EOF; break; }
+            if (got_sigint) {
+                got_sigint = 0;
+                FILE *out = rl_outstream ? rl_outstream : stdout;
+                rl_point = rl_end;          /* leave the abandoned line visible */
+                rl_redisplay();
+                fputs("^C", out);
+                fflush(out);
+                rl_replace_line("", 0);
+                rl_free_undo_list();
+                rl_callback_handler_remove();   /* may return the cursor to column 0 */
+                fputs("\n", out);
+                fflush(out);
+                result = LINE_INTERRUPTED;
+                break;
+            }
+            if (got_sigwinch) {
+                got_sigwinch = 0;
+                rl_resize_terminal();
+            }
+            continue;
+        }
+        rl_callback_read_char();
+    }
+    sigprocmask(SIG_SETMASK, &orig, NULL);
+    sigaction(SIGINT, &old, NULL);
+    sigaction(SIGWINCH, &oldw, NULL);
+    if (result != LINE_OK) return result;
+    if (rl_result == NULL) return LINE_EOF;
+    *line = rl_result;
+    return LINE_OK;
+}
+
+/* Reads one line from stdin without readline (stdin is a pipe or a file); the prompt goes
+ * to stderr so that stdout carries only what the statements print. */
+static int plain_line(const char *prompt, char **line) {
+    size_t cap = 0;
+    char *buf = NULL;
+    fputs(prompt, stderr);
+    fflush(stderr);
+    ssize_t n = getline(&buf, &cap, stdin);
+    if (n < 0) {
+        free(buf);
+        return LINE_EOF;
+    }
+    if (n > 0 && buf[n - 1] == '\n') buf[--n] = '\0';
+    if (n > 0 && buf[n - 1] == '\r') buf[--n] = '\0';
+    *line = buf;
+    return LINE_OK;
+}
+
+/* Pushes the prompt: the global _PROMPT or _PROMPT2 when set, as in lua. */
+static const char *get_prompt(lua_State *L, int firstline) {
+    if (lua_getglobal(L, firstline ? "_PROMPT" : "_PROMPT2") == LUA_TNIL) {
+        lua_pop(L, 1);
+        return lua_pushstring(L, firstline ? PROMPT1 : PROMPT2);
+    }
+    const char *p = luaL_tolstring(L, -1, NULL);
+    lua_remove(L, -2);
+    return p;
+}
+
+/* Pushes the next line (without its newline) as a string; returns a LINE_ code. */
+static int pushline(lua_State *L, int firstline) {
+    const char *prompt = get_prompt(L, firstline);
+    char *line = NULL;
+    int status = use_readline ? readline_line(prompt, &line) : plain_line(prompt, &line);
+    lua_pop(L, 1);   /* the prompt */
+    if (status != LINE_OK) return status;
+    lua_pushstring(L, line);
+    free(line);
+    return LINE_OK;
+}
+
+/* Adds a statement to the history, and to the history file at once, so that a session
+ * ended by os.exit or a crash keeps it too. */
+static void saveline(const char *line) {
+    if (use_readline && line[0] != '\0') {
+        add_history(line);
+        if (history_path) append_history(1, history_path);
+    }
+}
+
+/* ------------------------------------------------------------------ the REPL */
+
+/* A syntax error ending at <eof> means the statement is incomplete. */
+static int incomplete(lua_State *L, int status) {
+    if (status == LUA_ERRSYNTAX) {
+        size_t lmsg;
+        const char *msg = lua_tolstring(L, -1, &lmsg);
+        if (lmsg >= MARKLEN && strcmp(msg + lmsg - MARKLEN, EOFMARK) == 0) {
+            lua_pop(L, 1);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Tries the line on top of the stack as "return line": an expression to print. */
+static int addreturn(lua_State *L) {
+    const char *line = lua_tostring(L, -1);
+    const char *retline = lua_pushfstring(L, "return %s;", line);
+    int status = luaL_loadbuffer(L, retline, strlen(retline), "=stdin");
+    if (status == LUA_OK) {
+        lua_remove(L, -2);   /* the modified line */
+        saveline(line);
+    } else {
+        lua_pop(L, 2);       /* the result from luaL_loadbuffer and the modified line */
+    }
+    return status;
+}
+
+/* Reads more lines while the statement is incomplete.  Returns the load status, or -1
+ * when Ctrl-C abandoned the statement (nothing is left on the stack then). */
+static int multiline(lua_State *L) {
+    for (;;) {
+        size_t len;
+        const char *line = lua_tolstring(L, 1, &len);
+        int status = luaL_loadbuffer(L, line, len, "=stdin");
+        if (!incomplete(L, status)) {
+            saveline(line);
+            return status;
+        }
+        int r = pushline(L, 0);
+        if (r == LINE_INTERRUPTED) {
+            lua_settop(L, 0);
+            return -1;
+        }
+        if (r == LINE_EOF) {
+            /* report the statement as the syntax error it is */
+            saveline(line);
+            return luaL_loadbuffer(L, line, len, "=stdin");
+        }
+        lua_pushliteral(L, "\n");
+        lua_insert(L, -2);
+        lua_concat(L, 3);
+    }
+}
+
+/* Reads a statement and compiles it; returns the load status with the function (or the
+ * message) on the stack, -1 at end of input, -2 when Ctrl-C abandoned the line. */
+static int loadline(lua_State *L) {
+    lua_settop(L, 0);
+    int r = pushline(L, 1);
+    if (r == LINE_EOF) return -1;
+    if (r == LINE_INTERRUPTED) return -2;
+    int status = addreturn(L);
+    if (status != LUA_OK) {
+        status = multiline(L);
+        if (status == -1) return -2;
+    }
+    lua_remove(L, 1);   /* the line */
+    return status;
+}
+
+/* Prints the values on the stack with the global print (tensors through __tostring). */
+static void l_print(lua_State *L) {
+    int n = lua_gettop(L);
+    if (n > 0) {
+        luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
+        lua_getglobal(L, "print");
+        lua_insert(L, 1);
+        if (docall(L, n, 0) != LUA_OK)   /* printing a large value can be interrupted too */
+            l_message(progname, lua_pushfstring(L, "error calling 'print' (%s)",
+                                                lua_tostring(L, -1)));
+    }
+}
+
+static void init_history(void) {
+    const char *env = getenv("DPLUA_HISTORY");
+    if (env != NULL) {
+        if (env[0] == '\0') return;   /* disabled */
+        history_path = strdup(env);
+    } else {
+        const char *home = getenv("HOME");
+        if (home == NULL || home[0] == '\0') return;
+        size_t n = strlen(home) + sizeof(HISTORY_FILE) + 2;
+        history_path = malloc(n);
+        if (history_path) snprintf(history_path, n, "%s/%s", home, HISTORY_FILE);
+    }
+    if (history_path) {
+        stifle_history(HISTORY_MAX);
+        /* timestamps mark where each entry starts, so multi-line statements come back
+         * as one entry */
+        history_comment_char = '#';
+        history_write_timestamps = 1;
+        history_multiline_entries = 1;
+        if (read_history(history_path) != 0 && write_history(history_path) != 0) {
+            free(history_path);   /* cannot create it: keep no history */
+            history_path = NULL;
+        }
+    }
+}
+
+static void save_history(void) {
+    if (history_path) {
+        history_truncate_file(history_path, HISTORY_MAX);
+        free(history_path);
+        history_path = NULL;
+    }
+}
+
+static void doREPL(lua_State *L) {
+    int status;
+    struct sigaction sa, oldsa;
+    const char *oldprogname = progname;
+    progname = NULL;   /* errors in the REPL are printed without the program name */
+    use_readline = isatty(STDIN_FILENO);
+    if (use_readline) {
+        rl_readline_name = PROGNAME;
+        rl_catch_signals = 0;   /* SIGINT is ours (see readline_line) */
+        rl_attempted_completion_function = dplua_completion;
+        rl_basic_word_break_characters = (char *)" \t\n\"'`@$><=;|&{(}),[]+-*/%^~#";
+        rl_completer_word_break_characters = rl_basic_word_break_characters;
+        /* a second Tab lists the candidates even right after a partial completion
+         * (torch.ra<Tab> gives torch.rand, <Tab> lists rand randint randn); an inputrc
+         * may say otherwise */
+        rl_variable_bind("show-all-if-unmodified", "on");
+        init_history();
+        /* between statements (compiling, printing) Ctrl-C is noted, not fatal */
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_sigint;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &oldsa);
+    }
+    globalL = L;
+    while ((status = loadline(L)) != -1) {
+        if (status == -2) continue;   /* Ctrl-C at the prompt */
+        if (status == LUA_OK) status = docall(L, 0, LUA_MULTRET);
+        if (status == LUA_OK)
+            l_print(L);
+        else
+            report(L, status);
+    }
+    lua_settop(L, 0);
+    if (use_readline) {
+        fputs("\n", stdout);
+        fflush(stdout);
+        save_history();
+        free_completions();
+        sigaction(SIGINT, &oldsa, NULL);
+    } else {
+        fputs("\n", stderr);
+    }
+    progname = oldprogname;
+}
+
+/* ------------------------------------------------------------------ main */
+
+static int pmain(lua_State *L) {
+    int argc = (int)lua_tointeger(L, 1);
+    char **argv = (char **)lua_touserdata(L, 2);
+    int script;
+    int args = collectargs(argv, &script);
+    int optlim = script > 0 ? script : argc;
+    luaL_checkversion(L);
+    if (args == has_error) {
+        print_usage(argv[script]);
+        return 0;
+    }
+    if (args & has_v)   /* with -i on a pipe the banner stays off stdout, as the prompts do */
+        print_version((args & has_i) && !isatty(STDIN_FILENO) ? stderr : stdout);
+    if (args & has_E) {
+        lua_pushboolean(L, 1);   /* libraries ignore LUA_PATH and friends */
+        lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");
+    }
+    luaL_openlibs(L);
+    createargtable(L, argv, argc, script);
+    if (load_dplua(L) != LUA_OK) return 0;
+    if (!(args & has_E) && handle_luainit(L) != LUA_OK) return 0;
+    if (!runargs(L, argv, optlim)) return 0;
+    if (script > 0 && handle_script(L, argv + script) != LUA_OK) return 0;
+    if (args & has_i) {
+        doREPL(L);
+    } else if (script < 1 && !(args & (has_e | has_v))) {
+        if (isatty(STDIN_FILENO)) {   /* a terminal: the REPL */
+            print_version(stdout);
+            doREPL(L);
+        } else {
+            dofile(L, NULL);   /* runs stdin as a file */
+        }
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    lua_State *L = luaL_newstate();
+    if (L == NULL) {
+        l_message(progname, "cannot create state: not enough memory");
+        return EXIT_FAILURE;
+    }
+    lua_pushcfunction(L, pmain);
+    lua_pushinteger(L, argc);
+    lua_pushlightuserdata(L, argv);
+    int status = lua_pcall(L, 2, 1, 0);
+    int result = lua_toboolean(L, -1);
+    report(L, status);
+    lua_close(L);
+    return (result && status == LUA_OK) ? EXIT_SUCCESS : EXIT_FAILURE;
+}
