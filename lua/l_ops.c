@@ -1,0 +1,319 @@
+/* l_ops.c: tensor arithmetic from Lua: the arithmetic metamethods, elementwise, reduction,
+ * comparison and matrix methods (also offered as torch.add(a, b) ...), and the in-place
+ * methods.  Dimensions arrive 1-based and leave 0-based; argmax/argmin and max/min with a
+ * dim return 1-based indices. */
+#include <math.h>
+
+#include "l_tensor.h"
+
+/* ------------------------------------------------------------------ binary */
+
+/* PyTorch's promotion with a Lua number: an integer or bool tensor meets a float number
+ * as float32, a bool tensor meets an integer as int64 (comparisons keep bool). */
+static dp_dtype scalar_promotion(lua_State *L, int arg, dp_tensor *t, dp_binary_op op)
+{
+    if (dp_dtype_is_float(t->dtype) || lua_isboolean(L, arg))
+        return t->dtype;
+    if (!lua_isinteger(L, arg))
+        return DP_FLOAT32;
+    return t->dtype == DP_BOOL && op < DP_EQ ? DP_INT64 : t->dtype;
+}
+
+/* a op b for any mix of tensors and numbers; the tensor operands sit at ia and ib. */
+static int binary(lua_State *L, dp_binary_op op, int ia, int ib)
+{
+    dp_tensor *a = lt_test(L, ia), *b = lt_test(L, ib);
+    if (a && b) {
+        dp_tensor **slot = lt_newslot(L);
+        return lt_done(L, *slot = dp_binary(op, a, b));
+    }
+    if (!a && !b)
+        return luaL_typeerror(L, ia, "tensor");
+    dp_tensor *t = a ? a : b;
+    int sarg = a ? ib : ia;
+    double s = lt_checkscalar(L, sarg);
+    dp_dtype dt = scalar_promotion(L, sarg, t, op);
+    dp_tensor **slot = lt_newslot(L);
+    if (dt == t->dtype)
+        return lt_done(L, *slot = dp_binary_scalar(op, t, s, b != NULL));
+    dp_tensor *tc = dp_to(t, t->device, dt, false);
+    if (!tc)
+        return lt_raise(L);
+    *slot = dp_binary_scalar(op, tc, s, b != NULL);
+    dp_tensor_release(tc);
+    return lt_done(L, *slot);
+}
+
+/* add/sub take an optional alpha: a + alpha * b */
+static int add_sub(lua_State *L, dp_binary_op op)
+{
+    if (lua_isnoneornil(L, 3) || lua_tonumber(L, 3) == 1)
+        return binary(L, op, 1, 2);
+    double alpha = luaL_checknumber(L, 3);
+    lua_settop(L, 2);
+    lua_pushnumber(L, alpha);
+    binary(L, DP_MUL, 2, 3);       /* alpha * b at 4 */
+    return binary(L, op, 1, 4);
+}
+
+static int o_add(lua_State *L) { return add_sub(L, DP_ADD); }
+static int o_sub(lua_State *L) { return add_sub(L, DP_SUB); }
+static int o_mul(lua_State *L) { return binary(L, DP_MUL, 1, 2); }
+static int o_div(lua_State *L) { return binary(L, DP_DIV, 1, 2); }
+static int o_pow(lua_State *L) { return binary(L, DP_POW, 1, 2); }
+static int o_eq(lua_State *L) { return binary(L, DP_EQ, 1, 2); }
+static int o_ne(lua_State *L) { return binary(L, DP_NE, 1, 2); }
+static int o_lt(lua_State *L) { return binary(L, DP_LT, 1, 2); }
+static int o_le(lua_State *L) { return binary(L, DP_LE, 1, 2); }
+static int o_gt(lua_State *L) { return binary(L, DP_GT, 1, 2); }
+static int o_ge(lua_State *L) { return binary(L, DP_GE, 1, 2); }
+static int o_maximum(lua_State *L) { return binary(L, DP_MAXIMUM, 1, 2); }
+static int o_minimum(lua_State *L) { return binary(L, DP_MINIMUM, 1, 2); }
+
+/* ------------------------------------------------------------------ unary */
+
+static int unary(lua_State *L, dp_unary_op op, double p0, double p1)
+{
+    dp_tensor *t = lt_check(L, 1);
+    dp_tensor **slot = lt_newslot(L);
+    return lt_done(L, *slot = dp_unary(op, t, p0, p1));
+}
+
+static int o_neg(lua_State *L) { return unary(L, DP_NEG, 0, 0); }
+static int o_exp(lua_State *L) { return unary(L, DP_EXP, 0, 0); }
+static int o_log(lua_State *L) { return unary(L, DP_LOG, 0, 0); }
+static int o_sqrt(lua_State *L) { return unary(L, DP_SQRT, 0, 0); }
+static int o_abs(lua_State *L) { return unary(L, DP_ABS, 0, 0); }
+static int o_relu(lua_State *L) { return unary(L, DP_RELU, 0, 0); }
+static int o_sigmoid(lua_State *L) { return unary(L, DP_SIGMOID, 0, 0); }
+static int o_tanh(lua_State *L) { return unary(L, DP_TANH, 0, 0); }
+static int o_sign(lua_State *L) { return unary(L, DP_SIGN, 0, 0); }
+
+static int o_unm(lua_State *L)
+{
+    lua_settop(L, 1);
+    return unary(L, DP_NEG, 0, 0);
+}
+
+/* clamp(min, max), either may be nil; also clamp{min=, max=} */
+static void clamp_bounds(lua_State *L, double *lo, double *hi)
+{
+    int ilo = 2, ihi = 3;
+    if (lua_istable(L, 2)) {
+        lua_settop(L, 2);
+        lua_getfield(L, 2, "min");
+        lua_getfield(L, 2, "max");
+        ilo = 3;
+        ihi = 4;
+    }
+    if (lua_isnoneornil(L, ilo) && lua_isnoneornil(L, ihi))
+        luaL_error(L, "clamp: at least one of min and max must be given");
+    *lo = lua_isnoneornil(L, ilo) ? NAN : luaL_checknumber(L, ilo);
+    *hi = lua_isnoneornil(L, ihi) ? NAN : luaL_checknumber(L, ihi);
+}
+
+static int o_clamp(lua_State *L)
+{
+    double lo, hi;
+    lt_check(L, 1);
+    clamp_bounds(L, &lo, &hi);
+    return unary(L, DP_CLAMP, lo, hi);
+}
+
+/* ------------------------------------------------------------------ reductions */
+
+/* sum/mean([dim] [, keepdim]) */
+static int reduce(lua_State *L, dp_reduce_op op)
+{
+    dp_tensor *t = lt_check(L, 1);
+    int dim = lt_optdim(L, 2, t->ndim, -1);
+    bool keepdim = lua_toboolean(L, 3);
+    dp_tensor **slot = lt_newslot(L);
+    return lt_done(L, *slot = dp_reduce(op, t, dim, keepdim, NULL));
+}
+
+static int o_sum(lua_State *L) { return reduce(L, DP_SUM); }
+static int o_mean(lua_State *L) { return reduce(L, DP_MEAN); }
+
+/* Replaces the 0-based indices in slot by a 1-based copy (out of place: autograd may have
+ * saved the 0-based ones for the backward of max/min). */
+static void one_based(lua_State *L, dp_tensor **slot)
+{
+    dp_tensor *zero_based = *slot;
+    *slot = dp_binary_scalar(DP_ADD, zero_based, 1, false);
+    dp_tensor_release(zero_based);
+    lt_done(L, *slot);
+}
+
+/* max()/min(): the extreme; max(dim [, keepdim]): values and 1-based indices; max(other):
+ * the elementwise maximum */
+static int extreme(lua_State *L, dp_reduce_op op, dp_binary_op elementwise)
+{
+    dp_tensor *t = lt_check(L, 1);
+    if (lt_test(L, 2))
+        return binary(L, elementwise, 1, 2);
+    if (lua_isnoneornil(L, 2)) {
+        dp_tensor **slot = lt_newslot(L);
+        return lt_done(L, *slot = dp_reduce(op, t, -1, false, NULL));
+    }
+    int dim = lt_checkdim(L, 2, t->ndim, 0);
+    bool keepdim = lua_toboolean(L, 3);
+    dp_tensor **values = lt_newslot(L), **indices = lt_newslot(L);
+    *values = dp_reduce(op, t, dim, keepdim, indices);
+    lt_done(L, *values);
+    one_based(L, indices);
+    return 2;
+}
+
+static int o_max(lua_State *L) { return extreme(L, DP_MAX, DP_MAXIMUM); }
+static int o_min(lua_State *L) { return extreme(L, DP_MIN, DP_MINIMUM); }
+
+static int arg_extreme(lua_State *L, dp_reduce_op op)
+{
+    reduce(L, op);
+    one_based(L, (dp_tensor **)lua_touserdata(L, -1));
+    return 1;
+}
+
+static int o_argmax(lua_State *L) { return arg_extreme(L, DP_ARGMAX); }
+static int o_argmin(lua_State *L) { return arg_extreme(L, DP_ARGMIN); }
+
+static int softmax(lua_State *L, bool log)
+{
+    dp_tensor *t = lt_check(L, 1);
+    int dim = lt_optdim(L, 2, t->ndim, t->ndim ? t->ndim - 1 : 0);
+    dp_tensor **slot = lt_newslot(L);
+    return lt_done(L, *slot = log ? dp_log_softmax(t, dim) : dp_softmax(t, dim));
+}
+
+static int o_softmax(lua_State *L) { return softmax(L, false); }
+static int o_log_softmax(lua_State *L) { return softmax(L, true); }
+
+/* ------------------------------------------------------------------ matrix products */
+
+static int o_matmul(lua_State *L)
+{
+    dp_tensor *a = lt_check(L, 1), *b = lt_check(L, 2);
+    dp_tensor **slot = lt_newslot(L);
+    return lt_done(L, *slot = dp_matmul(a, b));
+}
+
+static int o_mm(lua_State *L)
+{
+    dp_tensor *a = lt_check(L, 1), *b = lt_check(L, 2);
+    dp_tensor **slot = lt_newslot(L);
+    return lt_done(L, *slot = dp_mm(a, b));
+}
+
+/* addmm(c, a, b [, {beta=, alpha=}]) or addmm(c, a, b, beta, alpha) */
+static int o_addmm(lua_State *L)
+{
+    dp_tensor *c = lt_check(L, 1), *a = lt_check(L, 2), *b = lt_check(L, 3);
+    double beta = 1, alpha = 1;
+    if (lua_istable(L, 4)) {
+        beta = lt_optfield_number(L, 4, "beta", 1);
+        alpha = lt_optfield_number(L, 4, "alpha", 1);
+    } else {
+        beta = luaL_optnumber(L, 4, 1);
+        alpha = luaL_optnumber(L, 5, 1);
+    }
+    dp_tensor **slot = lt_newslot(L);
+    return lt_done(L, *slot = dp_addmm(c, a, b, beta, alpha));
+}
+
+/* ------------------------------------------------------------------ in place (return self) */
+
+static int self_or_raise(lua_State *L, int rc)
+{
+    if (rc != 0)
+        return lt_raise(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int inplace_binary(lua_State *L, dp_binary_op op)
+{
+    dp_tensor *t = lt_check(L, 1), *other = lt_test(L, 2);
+    double alpha = luaL_optnumber(L, 3, 1);
+    if (!other)
+        return self_or_raise(L, dp_binary_scalar_(op, t, lt_checkscalar(L, 2) * alpha));
+    if (alpha == 1)
+        return self_or_raise(L, dp_binary_(op, t, other));
+    lua_settop(L, 2);
+    lua_pushnumber(L, alpha);
+    binary(L, DP_MUL, 2, 3);
+    return self_or_raise(L, dp_binary_(op, t, lt_check(L, 4)));
+}
+
+static int o_add_(lua_State *L) { return inplace_binary(L, DP_ADD); }
+static int o_sub_(lua_State *L) { return inplace_binary(L, DP_SUB); }
+static int o_mul_(lua_State *L) { return inplace_binary(L, DP_MUL); }
+static int o_div_(lua_State *L) { return inplace_binary(L, DP_DIV); }
+
+static int o_clamp_(lua_State *L)
+{
+    double lo, hi;
+    dp_tensor *t = lt_check(L, 1);
+    clamp_bounds(L, &lo, &hi);
+    return self_or_raise(L, dp_unary_(DP_CLAMP, t, lo, hi));
+}
+
+static int o_zero_(lua_State *L) { return self_or_raise(L, dp_fill_(lt_check(L, 1), 0)); }
+
+static int o_fill_(lua_State *L)
+{
+    dp_tensor *t = lt_check(L, 1);
+    return self_or_raise(L, dp_fill_(t, lt_checkscalar(L, 2)));
+}
+
+static int o_copy_(lua_State *L)
+{
+    dp_tensor *t = lt_check(L, 1);
+    return self_or_raise(L, dp_copy_(t, lt_check(L, 2)));
+}
+
+static int o_uniform_(lua_State *L)
+{
+    dp_tensor *t = lt_check(L, 1);
+    double a = luaL_optnumber(L, 2, 0), b = luaL_optnumber(L, 3, 1);
+    if (!(a <= b))
+        return luaL_error(L, "uniform_: expected from <= to, got from=%f, to=%f", a, b);
+    return self_or_raise(L, dp_uniform_(t, a, b));
+}
+
+static int o_normal_(lua_State *L)
+{
+    dp_tensor *t = lt_check(L, 1);
+    double mean = luaL_optnumber(L, 2, 0), std = luaL_optnumber(L, 3, 1);
+    if (!(std >= 0))
+        return luaL_error(L, "normal_: expected std >= 0, got %f", std);
+    return self_or_raise(L, dp_normal_(t, mean, std));
+}
+
+/* ------------------------------------------------------------------ metamethods */
+
+static int m_add(lua_State *L) { return binary(L, DP_ADD, 1, 2); }
+static int m_sub(lua_State *L) { return binary(L, DP_SUB, 1, 2); }
+
+const luaL_Reg lt_math_metamethods[] = {
+    { "__add", m_add }, { "__sub", m_sub }, { "__mul", o_mul }, { "__div", o_div },
+    { "__pow", o_pow }, { "__unm", o_unm }, { NULL, NULL }
+};
+
+const luaL_Reg lt_math_functions[] = {
+    { "add", o_add }, { "sub", o_sub }, { "mul", o_mul }, { "div", o_div }, { "pow", o_pow },
+    { "eq", o_eq }, { "ne", o_ne }, { "lt", o_lt }, { "le", o_le }, { "gt", o_gt }, { "ge", o_ge },
+    { "maximum", o_maximum }, { "minimum", o_minimum },
+    { "neg", o_neg }, { "exp", o_exp }, { "log", o_log }, { "sqrt", o_sqrt }, { "abs", o_abs },
+    { "relu", o_relu }, { "sigmoid", o_sigmoid }, { "tanh", o_tanh }, { "sign", o_sign },
+    { "clamp", o_clamp }, { "sum", o_sum }, { "mean", o_mean }, { "max", o_max }, { "min", o_min },
+    { "argmax", o_argmax }, { "argmin", o_argmin }, { "softmax", o_softmax },
+    { "log_softmax", o_log_softmax }, { "matmul", o_matmul }, { "mm", o_mm }, { "addmm", o_addmm },
+    { NULL, NULL }
+};
+
+const luaL_Reg lt_math_methods[] = {
+    { "add_", o_add_ }, { "sub_", o_sub_ }, { "mul_", o_mul_ }, { "div_", o_div_ },
+    { "clamp_", o_clamp_ }, { "zero_", o_zero_ }, { "fill_", o_fill_ }, { "copy_", o_copy_ },
+    { "uniform_", o_uniform_ }, { "normal_", o_normal_ }, { NULL, NULL }
+};

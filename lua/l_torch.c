@@ -1,0 +1,687 @@
+/* l_torch.c: the torch functions of torch._C: tensor creation (with PyTorch's dtype
+ * inference), cat/stack, comparisons of whole tensors, devices and the cuda/cpu tables,
+ * random seeds, threads, grad mode, a monotonic clock, and the functional internals that
+ * nn and optim build on (linear, losses, dropout, optimizer steps, DataParallel's to_reuse).
+ * dplua_open_core assembles _C from these and the tensor binding. */
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "l_tensor.h"
+
+/* ------------------------------------------------------------------ creation options */
+
+typedef struct {
+    dp_dtype dtype;
+    bool has_dtype;
+    dp_device device;
+    bool has_device;
+    bool requires_grad;
+} create_opts;
+
+static const char *const option_names[] = { "dtype", "device", "requires_grad", NULL };
+
+/* {dtype=, device=, requires_grad=} at idx (none or nil: defaults) */
+static create_opts check_opts(lua_State *L, int idx)
+{
+    create_opts o = { DP_FLOAT32, false, { DP_DEVICE_CPU, 0 }, false, false };
+    if (lua_isnoneornil(L, idx))
+        return o;
+    if (!lua_istable(L, idx) || lt_test(L, idx))
+        luaL_typeerror(L, idx, "options table {dtype=, device=, requires_grad=}");
+    idx = lua_absindex(L, idx);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_argerror(L, idx, lua_pushfstring(L, "unexpected %s in the options table (only dtype=, "
+                                                     "device=, requires_grad= are taken)", luaL_typename(L, -1)));
+        luaL_checkoption(L, -1, NULL, option_names);
+    }
+    if (lua_getfield(L, idx, "dtype") != LUA_TNIL) {
+        o.dtype = lt_check_dtype(L, -1);
+        o.has_dtype = true;
+    }
+    if (lua_getfield(L, idx, "device") != LUA_TNIL) {
+        o.device = lt_check_device(L, -1);
+        o.has_device = true;
+    }
+    lua_pop(L, 2);
+    o.requires_grad = lt_optfield_bool(L, idx, "requires_grad", false);
+    if (!dp_device_eq(o.device, dp_cpu()) && dp_device_check(o.device) != 0)
+        lt_raise(L);
+    return o;
+}
+
+/* Finishes a created tensor sitting in slot: raises on failure, applies requires_grad. */
+static int created(lua_State *L, dp_tensor **slot, const create_opts *o)
+{
+    lt_done(L, *slot);
+    if (o->requires_grad && dp_set_requires_grad(*slot, true) != 0)
+        lt_raise(L);
+    return 1;
+}
+
+typedef dp_tensor *(*sized_fn)(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev);
+
+/* f(sizes... | {sizes} [, opts]) */
+static int create_sized(lua_State *L, sized_fn f)
+{
+    int64_t sizes[DP_MAX_DIMS];
+    int next, n = lt_checksizes(L, 1, sizes, &next, false);
+    if (!lua_isnoneornil(L, next + 1))
+        luaL_argerror(L, next + 1, "unexpected argument after the options table");
+    create_opts o = check_opts(L, next);
+    dp_tensor **slot = lt_newslot(L);
+    *slot = f(n, sizes, o.dtype, o.device);
+    return created(L, slot, &o);
+}
+
+static int c_empty(lua_State *L) { return create_sized(L, dp_empty); }
+static int c_zeros(lua_State *L) { return create_sized(L, dp_zeros); }
+static int c_ones(lua_State *L) { return create_sized(L, dp_ones); }
+static int c_rand(lua_State *L) { return create_sized(L, dp_rand); }
+static int c_randn(lua_State *L) { return create_sized(L, dp_randn); }
+
+/* The dtype PyTorch infers for a Lua value: int64 for integers, float32 for floats. */
+static dp_dtype infer_dtype(lua_State *L, int idx)
+{
+    if (lua_isboolean(L, idx))
+        return DP_BOOL;
+    return lua_isinteger(L, idx) ? DP_INT64 : DP_FLOAT32;
+}
+
+/* full(sizes, value [, opts]) */
+static int c_full(lua_State *L)
+{
+    int64_t sizes[DP_MAX_DIMS];
+    int next, n = lt_checksizes(L, 1, sizes, &next, false);
+    if (next != 2)
+        return luaL_argerror(L, 1, "full: sizes must be given as one table, e.g. full({2, 3}, 7)");
+    double v = lt_checkscalar(L, 2);
+    create_opts o = check_opts(L, 3);
+    dp_tensor **slot = lt_newslot(L);
+    *slot = dp_full(n, sizes, v, o.has_dtype ? o.dtype : infer_dtype(L, 2), o.device);
+    return created(L, slot, &o);
+}
+
+/* arange([start,] stop [, step] [, opts]) */
+static int c_arange(lua_State *L)
+{
+    int nnum = 0;
+    while (nnum < 3 && lua_type(L, nnum + 1) == LUA_TNUMBER)
+        nnum++;
+    if (nnum == 0)
+        return luaL_typeerror(L, 1, "number (arange([start,] stop [, step]))");
+    create_opts o = check_opts(L, nnum + 1);
+    double start = nnum > 1 ? lua_tonumber(L, 1) : 0, stop = lua_tonumber(L, nnum > 1 ? 2 : 1);
+    double step = nnum > 2 ? lua_tonumber(L, 3) : 1;
+    bool all_int = true;
+    for (int i = 1; i <= nnum; i++)
+        all_int = all_int && lua_isinteger(L, i);
+    if (step == 0 || !isfinite(start) || !isfinite(stop) || !isfinite(step))
+        return luaL_error(L, "arange: start, stop and step must be finite and step nonzero "
+                             "(got %f, %f, %f)", start, stop, step);
+    if ((stop - start) * step < 0)
+        return luaL_error(L, "arange: step %f goes away from stop (start %f, stop %f)", step, start, stop);
+    dp_tensor **slot = lt_newslot(L);
+    *slot = dp_arange(start, stop, step, o.has_dtype ? o.dtype : all_int ? DP_INT64 : DP_FLOAT32, o.device);
+    return created(L, slot, &o);
+}
+
+/* randint(low, high, sizes [, opts]) or randint(high, sizes [, opts]) */
+static int c_randint(lua_State *L)
+{
+    int base = lua_type(L, 2) == LUA_TNUMBER ? 2 : 1;
+    lua_Integer low = base == 2 ? luaL_checkinteger(L, 1) : 0, high = luaL_checkinteger(L, base);
+    if (high <= low)
+        return luaL_error(L, "randint: high (%I) must be greater than low (%I)", high, low);
+    int64_t sizes[DP_MAX_DIMS];
+    luaL_checktype(L, base + 1, LUA_TTABLE);
+    int next, n = lt_checksizes(L, base + 1, sizes, &next, false);
+    create_opts o = check_opts(L, next);
+    dp_tensor **slot = lt_newslot(L);
+    *slot = dp_randint(low, high, n, sizes, o.has_dtype ? o.dtype : DP_INT64, o.device);
+    return created(L, slot, &o);
+}
+
+/* eye(n [, m] [, opts]) */
+static int c_eye(lua_State *L)
+{
+    lua_Integer n = luaL_checkinteger(L, 1);
+    int optidx = lua_type(L, 2) == LUA_TNUMBER ? 3 : 2;
+    lua_Integer m = optidx == 3 ? luaL_checkinteger(L, 2) : n;
+    if (n < 0 || m < 0)
+        return luaL_error(L, "eye: sizes must be non-negative, got %I and %I", n, m);
+    create_opts o = check_opts(L, optidx);
+    dp_tensor **slot = lt_newslot(L);
+    *slot = dp_eye(n, m, o.dtype, o.device);
+    return created(L, slot, &o);
+}
+
+/* zeros_like(t [, opts]) ...: t's shape, dtype and device unless opts say otherwise */
+static int create_like(lua_State *L, sized_fn f)
+{
+    dp_tensor *t = lt_check(L, 1);
+    create_opts o = check_opts(L, 2);
+    if (!o.has_dtype)
+        o.dtype = t->dtype;
+    if (!o.has_device)
+        o.device = t->device;
+    dp_tensor **slot = lt_newslot(L);
+    *slot = f(t->ndim, t->sizes, o.dtype, o.device);
+    return created(L, slot, &o);
+}
+
+static int c_empty_like(lua_State *L) { return create_like(L, dp_empty); }
+static int c_zeros_like(lua_State *L) { return create_like(L, dp_zeros); }
+static int c_ones_like(lua_State *L) { return create_like(L, dp_ones); }
+static int c_rand_like(lua_State *L) { return create_like(L, dp_rand); }
+static int c_randn_like(lua_State *L) { return create_like(L, dp_randn); }
+
+/* randperm(n [, opts]): a random permutation of 1..n (int64; 1-based like every index) */
+static int c_randperm(lua_State *L)
+{
+    lua_Integer n = luaL_checkinteger(L, 1);
+    if (n < 0)
+        return luaL_argerror(L, 1, lua_pushfstring(L, "n must be non-negative, got %I", n));
+    create_opts o = check_opts(L, 2);
+    dp_tensor **slot = lt_newslot(L);
+    dp_tensor *zero_based = dp_randperm(n, false, 0, 0);
+    dp_tensor *one_based = zero_based ? dp_binary_scalar(DP_ADD, zero_based, 1, false) : NULL;
+    dp_tensor_release(zero_based);
+    if (!one_based)
+        return lt_raise(L);
+    *slot = dp_to(one_based, o.device, o.has_dtype ? o.dtype : DP_INT64, false);
+    dp_tensor_release(one_based);
+    return created(L, slot, &o);
+}
+
+/* ------------------------------------------------------------------ torch.tensor */
+
+typedef struct {
+    int ndim;
+    int64_t sizes[DP_MAX_DIMS];
+    int64_t n, filled;
+    double *d;          /* every value as a double */
+    int64_t *i;         /* integers exactly (int64 results) */
+    bool any_float, any_int;
+} nested;
+
+static void nested_error(lua_State *L, const int64_t *path, int depth, const char *msg)
+{
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addstring(&b, "tensor: ");
+    luaL_addstring(&b, msg);
+    if (depth > 0) {
+        luaL_addstring(&b, " (at ");
+        for (int k = 0; k < depth; k++)
+            lua_pushfstring(L, "[%I]", (lua_Integer)path[k] + 1), luaL_addvalue(&b);
+        luaL_addstring(&b, ")");
+    }
+    luaL_pushresult(&b);
+    lua_error(L);
+}
+
+static void nested_leaf(lua_State *L, nested *s, const int64_t *path, int depth)
+{
+    double v;
+    int64_t iv;
+    dp_tensor *t;
+    if (lua_isboolean(L, -1)) {
+        iv = lua_toboolean(L, -1);
+        v = (double)iv;
+    } else if (lua_isinteger(L, -1)) {
+        iv = lua_tointeger(L, -1);
+        v = (double)iv;
+        s->any_int = true;
+    } else if (lua_type(L, -1) == LUA_TNUMBER) {
+        v = lua_tonumber(L, -1);
+        iv = (int64_t)v;
+        s->any_float = true;
+    } else if ((t = lt_test(L, -1)) && dp_numel(t) == 1) {
+        if (dp_item(t, &v) != 0)
+            lt_raise(L);
+        iv = (int64_t)v;
+        s->any_float |= dp_dtype_is_float(t->dtype);
+        s->any_int |= t->dtype == DP_INT64;
+    } else {
+        nested_error(L, path, depth, lua_pushfstring(L, "expected a number or a boolean, got %s",
+                                                     t ? "a tensor with several elements" : luaL_typename(L, -1)));
+        return;
+    }
+    s->d[s->filled] = v;
+    s->i[s->filled++] = iv;
+}
+
+static void nested_fill(lua_State *L, nested *s, int depth, int64_t *path)
+{
+    if (depth == s->ndim) {
+        if (lua_istable(L, -1) && !lt_test(L, -1))
+            nested_error(L, path, depth, "too deeply nested (the first elements set the shape)");
+        nested_leaf(L, s, path, depth);
+        return;
+    }
+    if (!lua_istable(L, -1) || lt_test(L, -1))
+        nested_error(L, path, depth, lua_pushfstring(L, "expected a table of length %I, got %s",
+                                                     (lua_Integer)s->sizes[depth], luaL_typename(L, -1)));
+    if ((int64_t)luaL_len(L, -1) != s->sizes[depth])
+        nested_error(L, path, depth, lua_pushfstring(L, "expected a sequence of length %I at dimension %d, "
+                                                        "got %I", (lua_Integer)s->sizes[depth], depth + 1,
+                                                     (lua_Integer)luaL_len(L, -1)));
+    luaL_checkstack(L, 3, "tensor nested too deep");
+    for (int64_t k = 0; k < s->sizes[depth]; k++) {
+        path[depth] = k;
+        lua_geti(L, -1, k + 1);
+        nested_fill(L, s, depth + 1, path);
+        lua_pop(L, 1);
+    }
+}
+
+/* tensor(number | boolean | nested table | tensor [, opts]) */
+static int c_tensor(lua_State *L)
+{
+    create_opts o = check_opts(L, 2);
+    dp_tensor *src = lt_test(L, 1);
+    if (src) { /* a copy, detached from src's graph */
+        dp_tensor **slot = lt_newslot(L);
+        dp_tensor *d = dp_detach(src);
+        if (!d)
+            return lt_raise(L);
+        *slot = dp_to(d, o.has_device ? o.device : src->device, o.has_dtype ? o.dtype : src->dtype, false);
+        if (*slot == d) {
+            *slot = dp_clone(d);
+            dp_tensor_release(d);
+        }
+        dp_tensor_release(d);
+        return created(L, slot, &o);
+    }
+    nested s = { 0 };
+    lua_pushvalue(L, 1);
+    while (lua_istable(L, -1) && !lt_test(L, -1)) {
+        if (s.ndim == DP_MAX_DIMS)
+            return luaL_error(L, "tensor: more than %d nested levels", DP_MAX_DIMS);
+        int64_t len = luaL_len(L, -1);
+        s.sizes[s.ndim++] = len;
+        if (len == 0)
+            break;
+        lua_geti(L, -1, 1);
+    }
+    lua_settop(L, 2);
+    s.n = 1;
+    for (int k = 0; k < s.ndim; k++)
+        s.n *= s.sizes[k];
+    s.d = lua_newuserdatauv(L, (size_t)(s.n ? s.n : 1) * sizeof(double), 0);
+    s.i = lua_newuserdatauv(L, (size_t)(s.n ? s.n : 1) * sizeof(int64_t), 0);
+    int64_t path[DP_MAX_DIMS + 1];
+    lua_pushvalue(L, 1);
+    nested_fill(L, &s, 0, path);
+    lua_pop(L, 1);
+    dp_dtype inferred = s.any_float || s.n == 0 ? DP_FLOAT32 : s.any_int ? DP_INT64 : DP_BOOL;
+    dp_dtype dt = o.has_dtype ? o.dtype : inferred;
+    bool exact = inferred != DP_FLOAT32 && dt == DP_INT64;
+    dp_tensor **slot = lt_newslot(L);
+    *slot = dp_from_host(exact ? (void *)s.i : (void *)s.d, exact ? DP_INT64 : DP_FLOAT64, s.ndim, s.sizes,
+                         dt, o.device);
+    return created(L, slot, &o);
+}
+
+/* ------------------------------------------------------------------ joining, comparing */
+
+/* The tensors of the list at idx, into a temporary array pushed on the stack. */
+static dp_tensor **check_list(lua_State *L, int idx, int *n)
+{
+    luaL_checktype(L, idx, LUA_TTABLE);
+    if (lt_test(L, idx))
+        luaL_typeerror(L, idx, "table of tensors");
+    *n = (int)luaL_len(L, idx);
+    if (*n == 0)
+        luaL_argerror(L, idx, "expected a non-empty table of tensors");
+    dp_tensor **ts = lua_newuserdatauv(L, sizeof *ts * (size_t)*n, 0);
+    for (int i = 0; i < *n; i++) {
+        lua_geti(L, idx, i + 1);
+        ts[i] = lt_test(L, -1);
+        if (!ts[i])
+            luaL_argerror(L, idx, lua_pushfstring(L, "element %d is a %s, expected a tensor", i + 1,
+                                                  luaL_typename(L, -1)));
+        lua_pop(L, 1); /* the table keeps it alive */
+    }
+    return ts;
+}
+
+static int join(lua_State *L, bool stack)
+{
+    int n;
+    lua_settop(L, 2);
+    dp_tensor **ts = check_list(L, 1, &n);
+    int dim = lua_isnoneornil(L, 2) ? 0 : lt_checkdim(L, 2, ts[0]->ndim, stack ? 1 : 0);
+    dp_tensor **slot = lt_newslot(L);
+    return lt_done(L, *slot = stack ? dp_stack(n, ts, dim) : dp_cat(n, ts, dim));
+}
+
+static int c_cat(lua_State *L) { return join(L, false); }
+static int c_stack(lua_State *L) { return join(L, true); }
+
+static int c_allclose(lua_State *L)
+{
+    dp_tensor *a = lt_check(L, 1), *b = lt_check(L, 2);
+    int r = dp_allclose(a, b, luaL_optnumber(L, 3, 1e-5), luaL_optnumber(L, 4, 1e-8));
+    if (r < 0)
+        return lt_raise(L);
+    lua_pushboolean(L, r);
+    return 1;
+}
+
+static int c_equal(lua_State *L)
+{
+    int r = dp_equal(lt_check(L, 1), lt_check(L, 2));
+    if (r < 0)
+        return lt_raise(L);
+    lua_pushboolean(L, r);
+    return 1;
+}
+
+static int c_is_tensor(lua_State *L)
+{
+    lua_pushboolean(L, luaL_testudata(L, 1, DPLUA_TENSOR_MT) != NULL);
+    return 1;
+}
+
+/* ------------------------------------------------------------------ devices */
+
+/* device('cpu'), device('cuda:1'), device('cuda', 1), device(d), device(0) */
+static int c_device(lua_State *L)
+{
+    if (lua_isnoneornil(L, 2)) {
+        lt_push_device(L, lt_check_device(L, 1));
+        return 1;
+    }
+    const char *type = luaL_checkstring(L, 1);
+    lua_Integer index = luaL_checkinteger(L, 2);
+    if (strchr(type, ':'))
+        return luaL_argerror(L, 1, lua_pushfstring(L, "type '%s' already has an index", type));
+    if (index < 0)
+        return luaL_argerror(L, 2, lua_pushfstring(L, "device index must be non-negative, got %I", index));
+    dp_device d;
+    if (dp_device_parse(lua_pushfstring(L, "%s:%I", type, index), &d) != 0)
+        return luaL_argerror(L, 1, dp_last_error());
+    lt_push_device(L, d);
+    return 1;
+}
+
+/* A CUDA ordinal from an optional device argument; `none` when absent. */
+static int cuda_index(lua_State *L, int idx, int none)
+{
+    if (lua_isnoneornil(L, idx))
+        return none;
+    dp_device d = lt_check_device(L, idx);
+    if (d.type != DP_DEVICE_CUDA)
+        luaL_argerror(L, idx, "expected a CUDA device");
+    return d.index;
+}
+
+static int cuda_is_built(lua_State *L) { lua_pushboolean(L, dp_cuda_is_built()); return 1; }
+static int cuda_is_available(lua_State *L) { lua_pushboolean(L, dp_cuda_device_count() > 0); return 1; }
+static int cuda_device_count(lua_State *L) { lua_pushinteger(L, dp_cuda_device_count()); return 1; }
+static int cuda_empty_cache(lua_State *L) { dp_cuda_empty_cache(); return 0; }
+
+static int cuda_synchronize(lua_State *L)
+{
+    int index = cuda_index(L, 1, -1);
+    dp_device d = { DP_DEVICE_CUDA, index < 0 ? 0 : index };
+    if (dp_device_check(d) != 0 || dp_cuda_synchronize(index) != 0)
+        return lt_raise(L);
+    return 0;
+}
+
+static int cuda_memory_allocated(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)dp_cuda_memory_allocated(cuda_index(L, 1, 0)));
+    return 1;
+}
+
+static int cuda_max_memory_allocated(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)dp_cuda_max_memory_allocated(cuda_index(L, 1, 0)));
+    return 1;
+}
+
+static int cpu_device_count(lua_State *L) { lua_pushinteger(L, dp_cpu_device_count()); return 1; }
+
+static int cpu_set_device_count(lua_State *L)
+{
+    lua_Integer n = luaL_checkinteger(L, 1);
+    if (n < 1 || n > 1 << 16)
+        return luaL_argerror(L, 1, lua_pushfstring(L, "device count must be positive, got %I", n));
+    return dp_cpu_set_device_count((int)n) == 0 ? 0 : lt_raise(L);
+}
+
+static const luaL_Reg cuda_functions[] = {
+    { "is_built", cuda_is_built }, { "is_available", cuda_is_available },
+    { "device_count", cuda_device_count }, { "synchronize", cuda_synchronize },
+    { "memory_allocated", cuda_memory_allocated }, { "max_memory_allocated", cuda_max_memory_allocated },
+    { "empty_cache", cuda_empty_cache }, { NULL, NULL }
+};
+
+static const luaL_Reg cpu_functions[] = {
+    { "device_count", cpu_device_count }, { "set_device_count", cpu_set_device_count }, { NULL, NULL }
+};
+
+/* ------------------------------------------------------------------ seeds, threads, grad mode */
+
+static int c_manual_seed(lua_State *L)
+{
+    dp_manual_seed((uint64_t)luaL_checkinteger(L, 1));
+    return 0;
+}
+
+static int c_initial_seed(lua_State *L) { lua_pushinteger(L, (lua_Integer)dp_initial_seed()); return 1; }
+
+static int c_set_num_threads(lua_State *L)
+{
+    lua_Integer n = luaL_checkinteger(L, 1);
+    if (n < 1)
+        return luaL_argerror(L, 1, lua_pushfstring(L, "number of threads must be positive, got %I", n));
+    dp_set_num_threads((int)n);
+    return 0;
+}
+
+static int c_get_num_threads(lua_State *L) { lua_pushinteger(L, dp_get_num_threads()); return 1; }
+
+/* fn(...) with grad mode set to `on`, restored afterwards even when fn raises */
+static int with_grad_mode(lua_State *L, bool on)
+{
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    bool prev = dp_grad_enabled();
+    dp_set_grad_enabled(on);
+    int rc = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
+    dp_set_grad_enabled(prev);
+    if (rc != LUA_OK)
+        return lua_error(L);
+    return lua_gettop(L);
+}
+
+static int c_no_grad(lua_State *L) { return with_grad_mode(L, false); }
+static int c_enable_grad(lua_State *L) { return with_grad_mode(L, true); }
+static int c_is_grad_enabled(lua_State *L) { lua_pushboolean(L, dp_grad_enabled()); return 1; }
+
+static int c_set_grad_enabled(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TBOOLEAN);
+    dp_set_grad_enabled(lua_toboolean(L, 1));
+    return 0;
+}
+
+static int c_set_float32_matmul_precision(lua_State *L)
+{
+    static const char *const modes[] = { "highest", "high", "medium", NULL };
+    int mode = luaL_checkoption(L, 1, NULL, modes);
+    dp_cuda_set_tf32(mode != 0); /* a build or machine without CUDA has nothing to change */
+    dp_clear_error();
+    return 0;
+}
+
+/* seconds from a monotonic clock (torch.Timer) */
+static int c_clock(lua_State *L)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    lua_pushnumber(L, (double)ts.tv_sec + ts.tv_nsec * 1e-9);
+    return 1;
+}
+
+/* ------------------------------------------------------------------ nn and optim internals */
+
+static dp_reduction check_reduction(lua_State *L, int idx)
+{
+    static const char *const names[] = { "none", "mean", "sum", NULL };
+    return (dp_reduction)luaL_checkoption(L, idx, "mean", names);
+}
+
+static int c_linear(lua_State *L)
+{
+    dp_tensor *x = lt_check(L, 1), *w = lt_check(L, 2), *b = lua_isnoneornil(L, 3) ? NULL : lt_check(L, 3);
+    dp_tensor **slot = lt_newslot(L);
+    return lt_done(L, *slot = dp_linear(x, w, b));
+}
+
+static int c_mse_loss(lua_State *L)
+{
+    dp_tensor *x = lt_check(L, 1), *y = lt_check(L, 2);
+    dp_reduction red = check_reduction(L, 3);
+    dp_tensor **slot = lt_newslot(L);
+    return lt_done(L, *slot = dp_mse_loss(x, y, red));
+}
+
+typedef dp_tensor *(*class_loss_fn)(dp_tensor *input, dp_tensor *target, dp_reduction red);
+
+/* input [N, C] (or [C]), target 1-based int64 classes */
+static int class_loss(lua_State *L, class_loss_fn f)
+{
+    dp_tensor *x = lt_check(L, 1);
+    dp_reduction red = check_reduction(L, 3);
+    if (x->ndim < 1 || x->ndim > 2)
+        return luaL_argerror(L, 1, lua_pushfstring(L, "expected input of shape [N, C] or [C], got a %d-D tensor",
+                                                   x->ndim));
+    dp_tensor **slot = lt_newslot(L);
+    dp_tensor *target = lt_checkindex(L, 2, x->sizes[x->ndim - 1], x->device, "target");
+    *slot = f(x, target, red);
+    dp_tensor_release(target);
+    return lt_done(L, *slot);
+}
+
+static int c_nll_loss(lua_State *L) { return class_loss(L, dp_nll_loss); }
+static int c_cross_entropy(lua_State *L) { return class_loss(L, dp_cross_entropy); }
+
+static int c_dropout(lua_State *L)
+{
+    dp_tensor *x = lt_check(L, 1);
+    double p = luaL_checknumber(L, 2);
+    if (!(p >= 0 && p <= 1))
+        return luaL_argerror(L, 2, lua_pushfstring(L, "dropout probability must be between 0 and 1, got %f", p));
+    dp_tensor **slot = lt_newslot(L);
+    return lt_done(L, *slot = dp_dropout(x, p, lua_toboolean(L, 3)));
+}
+
+static int c_sgd_step(lua_State *L)
+{
+    dp_tensor *p = lt_check(L, 1), *g = lt_check(L, 2), *buf = lua_isnil(L, 3) ? NULL : lt_check(L, 3);
+    luaL_checktype(L, 4, LUA_TTABLE);
+    dp_sgd_opts o = {
+        .lr = lt_optfield_number(L, 4, "lr", 0), .momentum = lt_optfield_number(L, 4, "momentum", 0),
+        .dampening = lt_optfield_number(L, 4, "dampening", 0),
+        .weight_decay = lt_optfield_number(L, 4, "weight_decay", 0),
+        .nesterov = lt_optfield_bool(L, 4, "nesterov", false),
+        .first_step = lt_optfield_bool(L, 4, "first_step", false),
+    };
+    return dp_sgd_step(p, g, buf, &o) == 0 ? 0 : lt_raise(L);
+}
+
+static int c_adam_step(lua_State *L)
+{
+    dp_tensor *p = lt_check(L, 1), *g = lt_check(L, 2), *m = lt_check(L, 3), *v = lt_check(L, 4);
+    luaL_checktype(L, 5, LUA_TTABLE);
+    dp_adam_opts o = {
+        .lr = lt_optfield_number(L, 5, "lr", 1e-3), .beta1 = lt_optfield_number(L, 5, "beta1", 0.9),
+        .beta2 = lt_optfield_number(L, 5, "beta2", 0.999), .eps = lt_optfield_number(L, 5, "eps", 1e-8),
+        .weight_decay = lt_optfield_number(L, 5, "weight_decay", 0),
+        .decoupled = lt_optfield_bool(L, 5, "decoupled", false),
+        .step = (int64_t)lt_optfield_number(L, 5, "step", 1),
+    };
+    return dp_adam_step(p, g, m, v, &o) == 0 ? 0 : lt_raise(L);
+}
+
+static int c_to_reuse(lua_State *L)
+{
+    dp_tensor *t = lt_check(L, 1), *dst = lt_check(L, 2);
+    dp_tensor **slot = lt_newslot(L);
+    return lt_done(L, *slot = dp_to_reuse(t, dst, lua_toboolean(L, 3)));
+}
+
+/* set_data(p, new): p takes new's storage, shape, dtype and device in place, keeping its
+ * identity (every Lua reference, hooks), requires_grad and grad: PyTorch's `p.data = new`,
+ * which nn's Module:to() uses so that optimizers holding p keep working. */
+static int c_set_data(lua_State *L)
+{
+    dp_tensor *p = lt_check(L, 1), *src = lt_check(L, 2);
+    if (p->grad_fn)
+        return luaL_argerror(L, 1, "set_data: only a leaf tensor can take new data");
+    if (p->requires_grad && !dp_dtype_is_float(src->dtype))
+        return luaL_argerror(L, 2, lua_pushfstring(L, "set_data: a tensor that requires grad can't take "
+                                                      "%s data", dp_dtype_name(src->dtype)));
+    dp_storage_retain(src->storage);
+    dp_storage_release(p->storage);
+    p->storage = src->storage;
+    p->device = src->device;
+    p->dtype = src->dtype;
+    p->ndim = src->ndim;
+    p->offset = src->offset;
+    memcpy(p->sizes, src->sizes, sizeof p->sizes);
+    memcpy(p->strides, src->strides, sizeof p->strides);
+    return 0;
+}
+
+static int c_bytes_copied(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)dp_bytes_copied_between_devices());
+    return 1;
+}
+
+/* ------------------------------------------------------------------ _C */
+
+static const luaL_Reg torch_functions[] = {
+    { "tensor", c_tensor }, { "empty", c_empty }, { "zeros", c_zeros }, { "ones", c_ones },
+    { "full", c_full }, { "rand", c_rand }, { "randn", c_randn }, { "randint", c_randint }, { "randperm", c_randperm },
+    { "arange", c_arange }, { "eye", c_eye }, { "empty_like", c_empty_like },
+    { "zeros_like", c_zeros_like }, { "ones_like", c_ones_like }, { "rand_like", c_rand_like },
+    { "randn_like", c_randn_like }, { "cat", c_cat }, { "stack", c_stack },
+    { "allclose", c_allclose }, { "equal", c_equal }, { "is_tensor", c_is_tensor },
+    { "device", c_device }, { "manual_seed", c_manual_seed }, { "initial_seed", c_initial_seed },
+    { "set_num_threads", c_set_num_threads }, { "get_num_threads", c_get_num_threads },
+    { "no_grad", c_no_grad }, { "enable_grad", c_enable_grad }, { "is_grad_enabled", c_is_grad_enabled },
+    { "set_grad_enabled", c_set_grad_enabled },
+    { "set_float32_matmul_precision", c_set_float32_matmul_precision }, { "clock", c_clock },
+    { "linear", c_linear }, { "mse_loss", c_mse_loss }, { "nll_loss", c_nll_loss },
+    { "cross_entropy", c_cross_entropy }, { "dropout", c_dropout }, { "sgd_step", c_sgd_step },
+    { "adam_step", c_adam_step }, { "to_reuse", c_to_reuse }, { "bytes_copied", c_bytes_copied }, { "set_data", c_set_data },
+    { NULL, NULL }
+};
+
+int dplua_open_core(lua_State *L)
+{
+    lt_open_tensor(L);                 /* torch.Tensor's methods */
+    lua_newtable(L);
+    lua_insert(L, -2);
+    lua_setfield(L, -2, "Tensor");
+    luaL_setfuncs(L, torch_functions, 0);
+    luaL_setfuncs(L, lt_shape_functions, 0);
+    luaL_setfuncs(L, lt_math_functions, 0);
+    luaL_newlib(L, cuda_functions);
+    lua_setfield(L, -2, "cuda");
+    luaL_newlib(L, cpu_functions);
+    lua_setfield(L, -2, "cpu");
+    lua_getfield(L, LUA_REGISTRYINDEX, DPLUA_HOOKS);
+    lua_setfield(L, -2, "_hooks");
+    return 1;
+}

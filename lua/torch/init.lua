@@ -1,0 +1,144 @@
+-- torch: the module users require.  The tensor engine's functions come from torch._C (the
+-- C binding); this file adds the Lua parts (classes, Size, printing, Timer, dtype names)
+-- and reaches nn, optim, torch.data, torch.distributed and torch.autograd lazily, since
+-- those modules require 'torch' themselves.
+local C = require 'torch._C'
+local class = require 'torch.class'
+local Size = require 'torch.Size'
+local format = require 'torch.format'
+
+local torch = {}
+
+-- the engine's functions, without the internals that nn and optim use (they stay in _C)
+local INTERNAL = {
+  linear = true, mse_loss = true, nll_loss = true, cross_entropy = true, dropout = true,
+  sgd_step = true, adam_step = true, to_reuse = true, bytes_copied = true, clock = true,
+  set_data = true,
+  data = true, dist = true, parallel = true,
+}
+for k, v in pairs(C) do
+  if not INTERNAL[k] and not k:match('^_') then torch[k] = v end
+end
+torch._C = C
+torch.Size = Size
+
+C._hooks.Size = Size
+C._hooks.format = format.tensor
+torch.set_printoptions = format.set_printoptions
+
+-- dtype names, as torch.float32 etc. (a dtype is its name)
+torch.float32, torch.float = 'float32', 'float32'
+torch.float64, torch.double = 'float64', 'float64'
+torch.int64, torch.long = 'int64', 'int64'
+torch.bool = 'bool'
+
+-- ------------------------------------------------------------------ classes
+
+-- local Model, parent = torch.class('Model', 'nn.Module')
+function torch.class(name, parent)
+  return class.new(name, parent)
+end
+
+-- the class name of obj ('torch.FloatTensor' for tensors, 'torch.device', 'torch.Size'
+-- ...), else nil
+function torch.typename(obj)
+  if C.is_tensor(obj) then return obj:type() end
+  local name = class.name_of(obj)
+  if name then return name end
+  local mt = getmetatable(obj)
+  name = type(mt) == 'table' and rawget(mt, '__name')
+  return type(name) == 'string' and name or nil
+end
+
+-- Torch7's torch.type: the class name, or Lua's type
+function torch.type(obj)
+  return torch.typename(obj) or type(obj)
+end
+
+-- torch.isinstance(obj, 'nn.Module' | class): obj's class is that class or a subclass
+function torch.isinstance(obj, cls)
+  if C.is_tensor(obj) then
+    return cls == 'torch.Tensor' or cls == C.Tensor or cls == obj:type()
+  end
+  return class.isinstance(obj, cls)
+end
+
+-- the class called name (Torch7's torch.getmetatable)
+function torch.getmetatable(name)
+  return class.get(name)
+end
+
+-- ------------------------------------------------------------------ Timer
+
+local Timer = torch.class('torch.Timer')
+torch.Timer = Timer
+
+function Timer:__init()
+  self:reset()
+end
+
+-- restarts the count from 0 (keeps a stopped timer stopped)
+function Timer:reset()
+  self._real, self._cpu = 0, 0
+  if not self._stopped then self._since, self._cpu_since = C.clock(), os.clock() end
+  return self
+end
+
+function Timer:stop()
+  if not self._stopped then
+    self._real = self._real + C.clock() - self._since
+    self._cpu = self._cpu + os.clock() - self._cpu_since
+    self._stopped = true
+  end
+  return self
+end
+
+function Timer:resume()
+  if self._stopped then
+    self._since, self._cpu_since = C.clock(), os.clock()
+    self._stopped = false
+  end
+  return self
+end
+
+-- {real = wall-clock seconds, user = CPU seconds of this process, sys = 0}
+function Timer:time()
+  local real, cpu = self._real, self._cpu
+  if not self._stopped then
+    real = real + C.clock() - self._since
+    cpu = cpu + os.clock() - self._cpu_since
+  end
+  return { real = real, user = cpu, sys = 0 }
+end
+
+-- ------------------------------------------------------------------ saving and loading
+
+for _, name in ipairs({ 'save', 'load', 'save_npy', 'load_npy' }) do
+  torch[name] = function(...)
+    return require('torch.serialize')[name](...)
+  end
+end
+
+-- ------------------------------------------------------------------ lazily reached modules
+
+local SUBMODULES = {
+  nn = 'nn', optim = 'optim', data = 'torch.data', distributed = 'torch.distributed',
+  autograd = 'torch.autograd',
+}
+
+-- the module, or nil when this build doesn't have it
+local function load_module(name)
+  if package.loaded[name] ~= nil or package.preload[name] then return require(name) end
+  local ok, mod = pcall(require, name)
+  return ok and mod or nil
+end
+
+return setmetatable(torch, {
+  __index = function(t, k)
+    local name = SUBMODULES[k]
+    if not name then return nil end
+    local mod = load_module(name)
+    if mod ~= nil then rawset(t, k, mod) end
+    return mod
+  end,
+})

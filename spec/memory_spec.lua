@@ -1,0 +1,78 @@
+-- Memory (SPEC section 3): the collector is told what tensors hold, so a loop that drops
+-- large tensors runs in bounded memory without collectgarbage(); <close> frees at once.
+-- Peak memory (VmHWM) is measured in a child lua5.4 so this process doesn't skew it.
+local torch = require 'torch'
+
+local function run_child(code)
+  local path = os.tmpname()
+  local f = assert(io.open(path, 'w'))
+  f:write(code)
+  f:close()
+  local p = io.popen('lua5.4 ' .. path .. ' 2>&1')
+  local out = p:read('a')
+  local _, _, status = p:close()
+  os.remove(path)
+  return out, status
+end
+
+describe('tensor memory', function()
+  it('stays bounded in a loop that drops 4 MB tensors (no collectgarbage)', function()
+    -- 2000 x 4 MB = 8 GB if nothing were freed
+    local out, status = run_child([[
+      local torch = require 'torch'
+      for i = 1, 2000 do
+        local t = torch.ones(1024 * 1024)
+      end
+      local f = io.open('/proc/self/status')
+      print(f:read('a'):match('VmHWM:%s*(%d+) kB'))
+      f:close()
+    ]])
+    assert.are.equal(0, status, out)
+    local peak_kb = tonumber(out:match('(%d+)'))
+    assert.is_number(peak_kb, out)
+    assert.is_true(peak_kb < 400 * 1024, ('peak memory %d MB'):format(peak_kb // 1024))
+  end)
+
+  for _, mode in ipairs({ 'generational', 'incremental' }) do
+    it('stays bounded in a loop of small tensor ops (' .. mode .. ' collector)', function()
+      local out, status = run_child(([[
+        local torch = require 'torch'
+        collectgarbage('%s')
+        local a = torch.ones(4)
+        for i = 1, 500000 do
+          local b = (a + i) * 2
+        end
+        local f = io.open('/proc/self/status')
+        print(f:read('a'):match('VmHWM:%%s*(%%d+) kB'))
+        f:close()
+      ]]):format(mode))
+      assert.are.equal(0, status, out)
+      local peak_kb = tonumber(out:match('(%d+)'))
+      assert.is_number(peak_kb, out)
+      assert.is_true(peak_kb < 150 * 1024, ('peak memory %d MB'):format(peak_kb // 1024))
+    end)
+  end
+
+  it('releases storage at the end of a <close> scope', function()
+    local ok = load([[
+      local torch = ...
+      local t <close> = torch.ones(4)
+      return t
+    ]])
+    local t = ok(torch)
+    assert.has_error(function() return t + 1 end, nil)
+    local e = select(2, pcall(function() return t:sum() end))
+    assert.is_truthy(tostring(e):find('the tensor was closed', 1, true))
+  end)
+
+  it('keeps the storage alive while a view exists', function()
+    local v
+    do
+      local t = torch.arange(10)
+      v = t:narrow(1, 3, 2)
+    end
+    collectgarbage()
+    collectgarbage()
+    assert.are.same({ 2, 3 }, v:tolist())
+  end)
+end)
