@@ -44,7 +44,7 @@ int dp_broadcast_shape(int na, const int64_t *sa, int nb, const int64_t *sb, int
         int64_t x = ia >= 0 ? sa[ia] : 1, y = ib >= 0 ? sb[ib] : 1;
         if (x != y && x != 1 && y != 1) {
             char a[128], b[128];
-            return dp_error("the size of tensor a (%lld) must match the size of tensor b (%lld) at non-singleton "
+            return dp_error("The size of tensor a (%lld) must match the size of tensor b (%lld) at non-singleton "
                             "dimension %d (shapes %s and %s)", (long long)x, (long long)y, i + 1,
                             dp_shape_str(na, sa, a, sizeof a), dp_shape_str(nb, sb, b, sizeof b));
         }
@@ -400,10 +400,32 @@ static const char *const binary_names[DP_NBINARY] = {
     "AddBackward", "SubBackward", "MulBackward", "DivBackward", "PowBackward",
 };
 
+static dp_tensor *record_binary(dp_tensor *out, dp_binary_op op, dp_tensor *a, dp_tensor *b)
+{
+    if (out && op <= DP_POW && dp_needs_grad(2, (dp_tensor *const[]){ a, b })) {
+        dp_node *node = dp_node_new(binary_names[op], binary_backward, 2, (dp_tensor *const[]){ a, b });
+        if (!node) { dp_tensor_release(out); return NULL; }
+        node->ip[0] = op;
+        dp_node_save(node, 0, a);
+        dp_node_save(node, 1, b);
+        dp_attach(out, node);
+    }
+    return out;
+}
+
 dp_tensor *dp_binary(dp_binary_op op, dp_tensor *a, dp_tensor *b)
 {
     dp_tensor *ac = NULL, *bc = NULL, *out = NULL;
     if ((unsigned)op >= DP_NBINARY) { dp_error("invalid binary op %d", (int)op); return NULL; }
+    /* the common case first: same shape, dtype and device, no conversion needed */
+    if (a->dtype == b->dtype && dp_dtype_is_float(a->dtype) && dp_device_eq(a->device, b->device) && dp_same_shape(a, b)) {
+        out = dp_empty(a->ndim, a->sizes, is_comparison(op) ? DP_BOOL : a->dtype, a->device);
+        if (out && dp_numel(out)) {
+            dp_view o = dp_view_of(out), va = dp_view_of(a), vb = dp_view_of(b);
+            if (dp_backend_for(a->device)->binary(op, &o, &va, &vb)) { dp_tensor_release(out); return NULL; }
+        }
+        return record_binary(out, op, a, b);
+    }
     /* a 0-dim CPU tensor may join a tensor on any device, as in PyTorch */
     dp_tensor *moved = NULL;
     if (!dp_device_eq(a->device, b->device)) {
@@ -428,14 +450,7 @@ dp_tensor *dp_binary(dp_binary_op op, dp_tensor *a, dp_tensor *b)
         dp_view o = dp_view_of(out), va = broadcast_view(ac, nd, sizes), vb = broadcast_view(bc, nd, sizes);
         if (dp_backend_for(a->device)->binary(op, &o, &va, &vb)) { dp_tensor_release(out); out = NULL; goto done; }
     }
-    if (op <= DP_POW && dp_needs_grad(2, (dp_tensor *const[]){ ac, bc })) {
-        dp_node *node = dp_node_new(binary_names[op], binary_backward, 2, (dp_tensor *const[]){ ac, bc });
-        if (!node) { dp_tensor_release(out); out = NULL; goto done; }
-        node->ip[0] = op;
-        dp_node_save(node, 0, ac);
-        dp_node_save(node, 1, bc);
-        dp_attach(out, node);
-    }
+    out = record_binary(out, op, ac, bc);
 done:
     dp_tensor_release(ac);
     dp_tensor_release(bc);
