@@ -1,0 +1,148 @@
+-- The examples under examples/, run through the dplua program: the notes' program prints
+-- exactly the per-replica and outside sizes for one, two and three devices.
+local build = os.getenv('DPLUA_BUILD') or 'build'
+local dplua = build .. '/dplua'
+
+local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+-- Runs `dplua file args` with env prefix; returns stdout+stderr and whether it exited 0.
+local function run(env, file, args)
+  local cmd = ('env -u DPLUA_DEVICES -u DPLUA_CPU_DEVICES %s %s %s %s 2>&1')
+    :format(env or '', sh_quote(dplua), sh_quote(file), args or '')
+  local p = assert(io.popen(cmd))
+  local out = p:read('a')
+  local ok = p:close() == true
+  return out, ok
+end
+
+local function lines_of(out)
+  local lines = {}
+  for line in out:gmatch('([^\n]*)\n') do lines[#lines + 1] = line end
+  return lines
+end
+
+local function count(lines, exact)
+  local n = 0
+  for _, l in ipairs(lines) do if l == exact then n = n + 1 end end
+  return n
+end
+
+local function in_model(rows)
+  return ('\tIn Model: input size torch.Size([%d, 5]) output size torch.Size([%d, 2])'):format(rows, rows)
+end
+local function outside(rows)
+  return ('Outside: input size torch.Size([%d, 5]) output_size torch.Size([%d, 2])'):format(rows, rows)
+end
+
+-- The lines of the run loop, in order: In Model lines, then Outside, per batch.
+local function loop_lines(lines)
+  local out = {}
+  for _, l in ipairs(lines) do
+    if l:find('In Model:', 1, true) or l:find('^Outside:') then out[#out + 1] = l end
+  end
+  return out
+end
+
+local function expected_loop(per_replica_full, per_replica_last)
+  local out = {}
+  for _, rows in ipairs({ 30, 30, 30, 10 }) do
+    local parts = rows == 30 and per_replica_full or per_replica_last
+    for _, r in ipairs(parts) do out[#out + 1] = in_model(r) end
+    out[#out + 1] = outside(rows)
+  end
+  return out
+end
+
+describe('examples/train.lua (the notes\' program)', function()
+  local cuda_devices
+  setup(function()
+    local p = assert(io.popen(sh_quote(dplua) .. " -e 'print(torch.cuda.device_count())' 2>&1"))
+    cuda_devices = tonumber(p:read('a'):match('(%d+)')) or 0
+    p:close()
+  end)
+
+  it('runs one model on the whole batch without --devices', function()
+    local out, ok = run('', 'examples/train.lua')
+    assert.is_true(ok, out)
+    local lines = lines_of(out)
+    if cuda_devices > 1 then return end   -- wrapped in DataParallel over every GPU
+    assert.are.same(expected_loop({ 30 }, { 10 }), loop_lines(lines), out)
+    assert.are.equal(0, count(lines, "Let's use 2 devices!"))
+  end)
+
+  it('with --devices cpu:0 wraps the model on one device, which sees whole batches', function()
+    local out, ok = run('', 'examples/train.lua', '--devices cpu:0')
+    assert.is_true(ok, out)
+    local lines = lines_of(out)
+    assert.are.equal(1, count(lines, "Let's use 1 device!"), out)
+    assert.are.same(expected_loop({ 30 }, { 10 }), loop_lines(lines), out)
+  end)
+
+  it('splits every batch in two with --devices cpu:0,cpu:1', function()
+    local out, ok = run('', 'examples/train.lua', '--devices cpu:0,cpu:1')
+    assert.is_true(ok, out)
+    local lines = lines_of(out)
+    assert.are.equal(1, count(lines, "Let's use 2 devices!"), out)
+    assert.are.same(expected_loop({ 15, 15 }, { 5, 5 }), loop_lines(lines), out)
+    assert.are.equal(6, count(lines, in_model(15)))
+    assert.are.equal(2, count(lines, in_model(5)))
+    assert.are.equal(3, count(lines, outside(30)))
+    assert.are.equal(1, count(lines, outside(10)))
+  end)
+
+  it('takes the devices from DPLUA_DEVICES too', function()
+    local out, ok = run('DPLUA_DEVICES=cpu:0,cpu:1', 'examples/train.lua')
+    assert.is_true(ok, out)
+    assert.are.same(expected_loop({ 15, 15 }, { 5, 5 }), loop_lines(lines_of(out)), out)
+  end)
+
+  it('splits 30 into 10, 10, 10 and 10 into 4, 4, 2 over three devices', function()
+    local out, ok = run('DPLUA_CPU_DEVICES=3', 'examples/train.lua', '--devices cpu:0,cpu:1,cpu:2')
+    assert.is_true(ok, out)
+    local lines = lines_of(out)
+    assert.are.equal(1, count(lines, "Let's use 3 devices!"), out)
+    assert.are.same(expected_loop({ 10, 10, 10 }, { 4, 4, 2 }), loop_lines(lines), out)
+  end)
+
+  it('shows the notes\' to() checks', function()
+    local out, ok = run('', 'examples/train.lua')
+    assert.is_true(ok, out)
+    local lines = lines_of(out)
+    local function index_of(s)
+      for i, l in ipairs(lines) do if l == s then return i end end
+      error('missing line ' .. s .. ' in:\n' .. out)
+    end
+    local t = index_of('a is_cuda false')
+    assert.are.same({ 'a is_cuda false', 'a is_cuda false', 'b is_cuda true' }, { lines[t], lines[t + 1], lines[t + 2] })
+    local m = index_of(lines[t + 3])
+    assert.are.same({ 'false', 'true', 'true' }, { lines[m + 1], lines[m + 2], lines[m + 3] })
+  end)
+
+  it('rejects an unknown argument with a message', function()
+    local out, ok = run('', 'examples/train.lua', '--gpus 2')
+    assert.is_false(ok)
+    assert.matches('unknown argument --gpus', out, 1, true)
+  end)
+end)
+
+describe('examples/tensors.lua', function()
+  it('prints false / false, true and false, true, true', function()
+    local out, ok = run('', 'examples/tensors.lua')
+    assert.is_true(ok, out)
+    local lines = lines_of(out)
+    local text = table.concat(lines, '\n')
+    assert.matches('a is_cuda false\na is_cuda false\nb is_cuda true\n', text .. '\n', 1, true)
+    assert.matches('models:to(device)\nfalse\ntrue\ntrue\n', text .. '\n', 1, true)
+  end)
+end)
+
+describe('examples/model_parallel.lua', function()
+  it('trains a model split over two devices with the gradients of one device', function()
+    local out, ok = run('', 'examples/model_parallel.lua')
+    assert.is_true(ok, out)
+    assert.matches('equal those of the one-device model: true', out, 1, true)
+    local steps = 0
+    for _ in out:gmatch('step %d+ .- ok\n') do steps = steps + 1 end
+    assert.are.equal(5, steps, out)
+  end)
+end)
