@@ -135,19 +135,19 @@ deps:
 	fi
 
 test: deps
-	$(MAKE) all
+	$(MAKE) -j2 all
 	BUILD=$(BUILD) spec/run
 
 run: deps
-	$(MAKE) all
+	$(MAKE) -j2 all
 	$(BIN) examples/train.lua
 
 bench: deps
-	$(MAKE) all
+	$(MAKE) -j2 all
 	BUILD=$(BUILD) bench/run
 
 asan: deps
-	$(MAKE) BUILD=build-asan CUDA=0 OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" all
+	$(MAKE) -j2 BUILD=build-asan CUDA=0 OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" all
 	BUILD=build-asan ASAN=1 spec/run
 
 env:

@@ -624,21 +624,8 @@ static int c_to_reuse(lua_State *L)
  * which nn's Module:to() uses so that optimizers holding p keep working. */
 static int c_set_data(lua_State *L)
 {
-    dp_tensor *p = lt_check(L, 1), *src = lt_check(L, 2);
-    if (p->grad_fn)
-        return luaL_argerror(L, 1, "set_data: only a leaf tensor can take new data");
-    if (p->requires_grad && !dp_dtype_is_float(src->dtype))
-        return luaL_argerror(L, 2, lua_pushfstring(L, "set_data: a tensor that requires grad can't take "
-                                                      "%s data", dp_dtype_name(src->dtype)));
-    dp_storage_retain(src->storage);
-    dp_storage_release(p->storage);
-    p->storage = src->storage;
-    p->device = src->device;
-    p->dtype = src->dtype;
-    p->ndim = src->ndim;
-    p->offset = src->offset;
-    memcpy(p->sizes, src->sizes, sizeof p->sizes);
-    memcpy(p->strides, src->strides, sizeof p->strides);
+    if (dp_set_data(lt_check(L, 1), lt_check(L, 2)))
+        return lt_raise(L);
     return 0;
 }
 

@@ -106,6 +106,32 @@ int dp_set_requires_grad(dp_tensor *t, bool on)
     return 0;
 }
 
+int dp_set_data(dp_tensor *t, dp_tensor *src)
+{
+    if (t->grad_fn) return dp_error("set_data: only a leaf tensor can take new data");
+    if (t->requires_grad && !dp_dtype_is_float(src->dtype))
+        return dp_error("set_data: a tensor that requires grad can't take %s data", dp_dtype_name(src->dtype));
+    dp_tensor *g = NULL;
+    if (t->grad && (!dp_device_eq(t->grad->device, src->device) || t->grad->dtype != src->dtype)) {
+        bool was = dp_grad_enabled();
+        dp_set_grad_enabled(false);
+        g = dp_to(t->grad, src->device, src->dtype, false);
+        dp_set_grad_enabled(was);
+        if (!g) return -1;
+    }
+    dp_storage_retain(src->storage);
+    dp_storage_release(t->storage);
+    t->storage = src->storage;
+    t->device = src->device;
+    t->dtype = src->dtype;
+    t->ndim = src->ndim;
+    t->offset = src->offset;
+    memcpy(t->sizes, src->sizes, sizeof t->sizes);
+    memcpy(t->strides, src->strides, sizeof t->strides);
+    if (g) { dp_set_grad(t, g); dp_tensor_release(g); }
+    return 0;
+}
+
 void dp_set_grad(dp_tensor *leaf, dp_tensor *g)
 {
     if (g) dp_tensor_retain(g);

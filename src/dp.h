@@ -301,6 +301,9 @@ void dp_node_retain(dp_node *n);
 void dp_node_release(dp_node *n);
 /* Sets (or clears, with fn NULL) the hook called when the leaf's gradient is final. */
 void dp_set_grad_ready_hook(dp_tensor *leaf, dp_grad_ready_fn fn, void *ctx);
+/* PyTorch's `t.data = src`: t takes src's storage, layout, dtype and device and keeps its
+ * identity, requires_grad and hooks; an existing .grad is converted to match. Leaves only. */
+int dp_set_data(dp_tensor *t, dp_tensor *src);
 /* Replaces leaf->grad (retains g; g may be NULL). */
 void dp_set_grad(dp_tensor *leaf, dp_tensor *g);
 
