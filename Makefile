@@ -25,7 +25,7 @@ LUA_LIBS   := $(shell pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4)
 LUA        ?= lua5.4
 
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -fPIC -g $(OPT) -Wall -Wextra -Wno-unused-parameter \
-              -fopenmp -fvisibility=default $(SAN)
+              -fopenmp-simd -fvisibility=default $(SAN)
 DEFS =
 ifeq ($(CUDA),1)
 DEFS += -DDP_HAVE_CUDA
@@ -36,7 +36,7 @@ MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
 endif
 CFLAGS  += $(CFLAGS_BASE) $(DEFS) $(MPI_CFLAGS)
-LIBS     = -lopenblas $(MPI_LIBS) -lgomp -lpthread -ldl -lm
+LIBS     = -lopenblas $(MPI_LIBS) -lpthread -ldl -lm
 
 ENGINE_SRC := $(sort $(wildcard src/*.c))
 BIND_SRC   := $(sort $(filter-out lua/dplua.c,$(wildcard lua/*.c)))
@@ -84,19 +84,19 @@ $(LIB_A): $(ALL_OBJ)
 	ar rcs $@ $^
 
 $(LIB_SO): $(ALL_OBJ)
-	$(CC) -shared $(SAN) -fopenmp -o $@ $^ $(LUA_LIBS) $(LIBS) -Wl,-soname,libdplua.so
+	$(CC) -shared $(SAN) -o $@ $^ $(LUA_LIBS) $(LIBS) -Wl,-soname,libdplua.so
 
 # The module stock lua5.4 loads: the same objects, Lua's symbols left to the interpreter.
 $(LUAMOD): $(ALL_OBJ)
 	@mkdir -p $(BUILD)/lua/torch
-	$(CC) -shared $(SAN) -fopenmp -o $@ $^ $(LIBS)
+	$(CC) -shared $(SAN) -o $@ $^ $(LIBS)
 	ln -sf torch.so $(BUILD)/lua/nn.so
 	ln -sf torch.so $(BUILD)/lua/optim.so
 	ln -sf ../torch.so $(BUILD)/lua/torch/data.so
 	ln -sf ../torch.so $(BUILD)/lua/torch/distributed.so
 
 $(BIN): $(BUILD)/obj/lua/dplua.o $(LIB_A)
-	$(CC) $(SAN) -fopenmp -o $@ $< $(LIB_A) $(LUA_LIBS) -lreadline $(LIBS) -Wl,-E
+	$(CC) $(SAN) -o $@ $< $(LIB_A) $(LUA_LIBS) -lreadline $(LIBS) -Wl,-E
 
 $(BUILD)/obj/lua/dplua.o: lua/dplua.c lua/dplua.h
 	@mkdir -p $(dir $@)

@@ -1,6 +1,5 @@
 /* core.c: errors, dtypes, devices (CPU devices, the run-time loaded CUDA backend), threads. */
 #include <dlfcn.h>
-#include <omp.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -260,17 +259,11 @@ static _Thread_local void *g_oom_ctx;
 void dp_set_oom_hook(void (*fn)(void *ctx), void *ctx) { g_oom_fn = fn; g_oom_ctx = ctx; }
 void dp_run_oom_hook(void) { if (g_oom_fn) g_oom_fn(g_oom_ctx); }
 
-static int g_threads = 0;
-
 void dp_set_num_threads(int n)
 {
     if (n < 1) n = 1;
-    g_threads = n;
-    omp_set_num_threads(n);
+    dp_pool_set_threads(n);
     openblas_set_num_threads(n);
 }
 
-int dp_get_num_threads(void)
-{
-    return g_threads ? g_threads : omp_get_max_threads();
-}
+int dp_get_num_threads(void) { return dp_pool_threads(); }

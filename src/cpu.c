@@ -1,7 +1,6 @@
 /* cpu.c: the CPU backend: a caching host allocator, strided kernels that vectorise on
  * contiguous data and split large work across threads (OpenMP), OpenBLAS GEMMs. */
 #include <math.h>
-#include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +9,7 @@
 #include "internal.h"
 #include "philox.h"
 
-#define PAR_MIN 32768   /* elements below which a kernel stays on one thread */
+#define GRAIN 131072   /* elements per thread below which a kernel stays on one thread */
 
 /* Hot kernels are compiled twice, for AVX2 and for the x86-64 baseline, and the loader
  * picks one for the processor it runs on (GCC function multiversioning). */
@@ -151,31 +150,33 @@ static inline void iter_outer(const iter_t *it, inner_fn fn, void *ctx, int64_t 
     fn(ctx, inner, p, s);
 }
 
+typedef struct { const iter_t *it; inner_fn fn; void *ctx; int64_t inner; const int64_t *s; } iter_job;
+
+/* one long run split across threads: [lo, hi) of the inner dimension */
+static void iter_inner_range(void *c, int64_t lo, int64_t hi, int part)
+{
+    const iter_job *j = c;
+    char *p[3];
+    for (int k = 0; k < j->it->nops; k++) p[k] = j->it->base[k] + lo * j->s[k] * j->it->esize[k];
+    j->fn(j->ctx, hi - lo, p, j->s);
+}
+
+static void iter_outer_range(void *c, int64_t lo, int64_t hi, int part)
+{
+    const iter_job *j = c;
+    for (int64_t o = lo; o < hi; o++) iter_outer(j->it, j->fn, j->ctx, o, j->inner, j->s);
+}
+
 static void iter_run(iter_t *it, inner_fn fn, void *ctx)
 {
     int nd = it->ndim, nops = it->nops;
-    int64_t inner = it->sizes[nd - 1], outer = 1, total;
+    int64_t inner = it->sizes[nd - 1], outer = 1;
     for (int d = 0; d < nd - 1; d++) outer *= it->sizes[d];
-    total = inner * outer;
     int64_t s[3];
     for (int k = 0; k < nops; k++) s[k] = it->strides[k][nd - 1];
-    if (total < PAR_MIN) {   /* small work never enters the threading runtime */
-        for (int64_t o = 0; o < outer; o++) iter_outer(it, fn, ctx, o, inner, s);
-        return;
-    }
-    if (outer == 1) {   /* one long run: split it across threads */
-        int nt = omp_get_max_threads();
-        #pragma omp parallel for num_threads(nt) schedule(static)
-        for (int t = 0; t < nt; t++) {
-            int64_t lo = inner * t / nt, hi = inner * (t + 1) / nt;
-            char *p[3];
-            for (int k = 0; k < nops; k++) p[k] = it->base[k] + lo * s[k] * it->esize[k];
-            if (hi > lo) fn(ctx, hi - lo, p, s);
-        }
-        return;
-    }
-    #pragma omp parallel for schedule(static)
-    for (int64_t o = 0; o < outer; o++) iter_outer(it, fn, ctx, o, inner, s);
+    iter_job j = { it, fn, ctx, inner, s };
+    if (outer == 1) dp_parallel(inner, GRAIN, iter_inner_range, &j);
+    else dp_parallel(outer, (GRAIN + inner - 1) / inner, iter_outer_range, &j);
 }
 
 /* ---------------------------------------------------------------- elementwise kernels */
@@ -412,44 +413,111 @@ static inline void store_d(char *p, int dt, double v)
  * delivers floats), blocks of 4096 keep the threads' shares even. */
 #define SUM_BLOCK 4096
 
-HOT static double sum_block_f32(const float *x, int64_t n)
-{
-    double acc = 0;
-    #pragma omp simd reduction(+:acc)
-    for (int64_t i = 0; i < n; i++) acc += x[i];
-    return acc;
-}
+/* 16 independent lanes keep the adders busy instead of waiting on one chain */
+#define SUM_LANES(T) do {                                                   \
+        double lane[16] = { 0 };                                            \
+        int64_t i = 0;                                                      \
+        for (; i + 16 <= n; i += 16)                                        \
+            for (int k = 0; k < 16; k++) lane[k] += (double)x[i + k];       \
+        double acc = 0;                                                     \
+        for (int k = 0; k < 16; k++) acc += lane[k];                        \
+        for (; i < n; i++) acc += (double)x[i];                             \
+        return acc;                                                         \
+    } while (0)
 
-HOT static double sum_block_f64(const double *x, int64_t n)
-{
-    double acc = 0;
-    #pragma omp simd reduction(+:acc)
-    for (int64_t i = 0; i < n; i++) acc += x[i];
-    return acc;
-}
+HOT static double sum_block_f32(const float *x, int64_t n) { SUM_LANES(float); }
+HOT static double sum_block_f64(const double *x, int64_t n) { SUM_LANES(double); }
 
-static double sum_f32(const float *x, int64_t n)
+typedef struct { const void *x; bool f64; double part[64]; } sum_job;
+
+static void sum_range(void *c, int64_t lo, int64_t hi, int part)
 {
+    sum_job *j = c;
     double acc = 0;
-    int64_t nb = (n + SUM_BLOCK - 1) / SUM_BLOCK;
-    #pragma omp parallel for reduction(+:acc) if (n >= PAR_MIN) schedule(static)
-    for (int64_t b = 0; b < nb; b++) {
-        int64_t lo = b * SUM_BLOCK, len = n - lo < SUM_BLOCK ? n - lo : SUM_BLOCK;
-        acc += sum_block_f32(x + lo, len);
+    for (int64_t b = lo; b < hi; b += SUM_BLOCK) {
+        int64_t len = hi - b < SUM_BLOCK ? hi - b : SUM_BLOCK;
+        acc += j->f64 ? sum_block_f64((const double *)j->x + b, len) : sum_block_f32((const float *)j->x + b, len);
     }
+    j->part[part] = acc;
+}
+
+/* the parts are added in order, so a sum is the same from run to run */
+static double sum_contig(const void *x, int64_t n, bool f64)
+{
+    sum_job j = { .x = x, .f64 = f64 };
+    int parts = dp_pool_threads() < 64 ? dp_pool_threads() : 64;
+    for (int i = 0; i < parts; i++) j.part[i] = 0;
+    dp_parallel(n, 4 * GRAIN, sum_range, &j);
+    double acc = 0;
+    for (int i = 0; i < parts; i++) acc += j.part[i];
     return acc;
 }
 
-static double sum_f64(const double *x, int64_t n)
+static double sum_f32(const float *x, int64_t n) { return sum_contig(x, n, false); }
+static double sum_f64(const double *x, int64_t n) { return sum_contig(x, n, true); }
+
+typedef struct {
+    int op;
+    const dp_view *out, *idx, *in;
+    int64_t len, stride;
+    int es, oes, nd;
+    bool is_sum;
+    int64_t sizes[DP_MAX_DIMS], istr[DP_MAX_DIMS], ostr[DP_MAX_DIMS], xstr[DP_MAX_DIMS];
+} reduce_job;
+
+/* reduces lanes [lo, hi) of the other dimensions */
+static void reduce_lanes(void *c, int64_t lo, int64_t hi, int part)
 {
-    double acc = 0;
-    int64_t nb = (n + SUM_BLOCK - 1) / SUM_BLOCK;
-    #pragma omp parallel for reduction(+:acc) if (n >= PAR_MIN) schedule(static)
-    for (int64_t b = 0; b < nb; b++) {
-        int64_t lo = b * SUM_BLOCK, len = n - lo < SUM_BLOCK ? n - lo : SUM_BLOCK;
-        acc += sum_block_f64(x + lo, len);
+    const reduce_job *jb = c;
+    int op = jb->op, nd = jb->nd, es = jb->es, oes = jb->oes;
+    const dp_view *out = jb->out, *idx = jb->idx, *in = jb->in;
+    int64_t len = jb->len, stride = jb->stride;
+    bool is_sum = jb->is_sum;
+    const int64_t *sizes = jb->sizes, *istr = jb->istr, *ostr = jb->ostr, *xstr = jb->xstr;
+    for (int64_t o = lo; o < hi; o++) {
+        const char *ip = in->data;
+        char *op_ = out->data, *xp = idx ? idx->data : NULL;
+        int64_t rem = o;
+        for (int d = nd - 1; d >= 0; d--) {
+            int64_t i = rem % sizes[d];
+            rem /= sizes[d];
+            ip += i * istr[d] * es;
+            op_ += i * ostr[d] * oes;
+            if (xp) xp += i * xstr[d] * 8;
+        }
+        if (is_sum) {
+            double acc = 0;
+            if (in->dtype == DP_FLOAT32 && stride == 1) acc = sum_f32((const float *)ip, len);
+            else if (in->dtype == DP_INT64) {
+                int64_t ia = 0;
+                for (int64_t r = 0; r < len; r++) ia += *(const int64_t *)(ip + r * stride * es);
+                if (op == DP_SUM && out->dtype == DP_INT64) { *(int64_t *)op_ = ia; continue; }
+                acc = (double)ia;
+            } else for (int64_t r = 0; r < len; r++) acc += load_d(ip + r * stride * es, in->dtype);
+            store_d(op_, out->dtype, op == DP_MEAN ? acc / (double)len : acc);
+        } else {
+            bool want_max = op == DP_MAX || op == DP_ARGMAX;
+            int64_t best_i = 0;
+            if (in->dtype == DP_INT64) {
+                int64_t best = *(const int64_t *)ip;
+                for (int64_t r = 1; r < len; r++) {
+                    int64_t x = *(const int64_t *)(ip + r * stride * es);
+                    if (want_max ? x > best : x < best) { best = x; best_i = r; }
+                }
+                if (op == DP_ARGMAX || op == DP_ARGMIN) *(int64_t *)op_ = best_i;
+                else *(int64_t *)op_ = best;
+            } else {
+                double best = load_d(ip, in->dtype);
+                for (int64_t r = 1; r < len && best == best; r++) {
+                    double x = load_d(ip + r * stride * es, in->dtype);
+                    if (x != x || (want_max ? x > best : x < best)) { best = x; best_i = r; }
+                }
+                if (op == DP_ARGMAX || op == DP_ARGMIN) *(int64_t *)op_ = best_i;
+                else store_d(op_, out->dtype, best);
+            }
+            if (xp) *(int64_t *)xp = best_i;
+        }
     }
-    return acc;
 }
 
 static int cpu_reduce(int op, const dp_view *out, const dp_view *idx, const dp_view *in, int dim)
@@ -491,7 +559,6 @@ static int cpu_reduce(int op, const dp_view *out, const dp_view *idx, const dp_v
             const float *x = in->data;
             float *o = out->data;
             double scale = op == DP_MEAN ? 1.0 / (double)len : 1.0;
-            #pragma omp parallel for if (pre * len * inner >= PAR_MIN) schedule(static)
             for (int64_t pi = 0; pi < pre; pi++) {
                 double *acc = calloc((size_t)inner, sizeof(double));
                 if (!acc) continue;
@@ -506,62 +573,22 @@ static int cpu_reduce(int op, const dp_view *out, const dp_view *idx, const dp_v
             return 0;
         }
     }
-    #pragma omp parallel for if (outer * len >= PAR_MIN) schedule(static)
-    for (int64_t o = 0; o < outer; o++) {
-        const char *ip = in->data;
-        char *op_ = out->data, *xp = idx ? idx->data : NULL;
-        int64_t rem = o;
-        for (int d = nd - 1; d >= 0; d--) {
-            int64_t i = rem % sizes[d];
-            rem /= sizes[d];
-            ip += i * istr[d] * es;
-            op_ += i * ostr[d] * oes;
-            if (xp) xp += i * xstr[d] * 8;
-        }
-        if (is_sum) {
-            double acc = 0;
-            if (in->dtype == DP_FLOAT32 && stride == 1) acc = sum_f32((const float *)ip, len);
-            else if (in->dtype == DP_INT64) {
-                int64_t ia = 0;
-                for (int64_t r = 0; r < len; r++) ia += *(const int64_t *)(ip + r * stride * es);
-                if (op == DP_SUM) { store_d(op_, DP_FLOAT64, 0); *(int64_t *)op_ = ia; continue; }
-                acc = (double)ia;
-            } else for (int64_t r = 0; r < len; r++) acc += load_d(ip + r * stride * es, in->dtype);
-            store_d(op_, out->dtype, op == DP_MEAN ? acc / (double)len : acc);
-        } else {
-            bool want_max = op == DP_MAX || op == DP_ARGMAX;
-            int64_t best_i = 0;
-            if (in->dtype == DP_INT64) {
-                int64_t best = *(const int64_t *)ip;
-                for (int64_t r = 1; r < len; r++) {
-                    int64_t x = *(const int64_t *)(ip + r * stride * es);
-                    if (want_max ? x > best : x < best) { best = x; best_i = r; }
-                }
-                if (op == DP_ARGMAX || op == DP_ARGMIN) *(int64_t *)op_ = best_i;
-                else *(int64_t *)op_ = best;
-            } else {
-                double best = load_d(ip, in->dtype);
-                for (int64_t r = 1; r < len && best == best; r++) {
-                    double x = load_d(ip + r * stride * es, in->dtype);
-                    if (x != x || (want_max ? x > best : x < best)) { best = x; best_i = r; }
-                }
-                if (op == DP_ARGMAX || op == DP_ARGMIN) *(int64_t *)op_ = best_i;
-                else store_d(op_, out->dtype, best);
-            }
-            if (xp) *(int64_t *)xp = best_i;
-        }
-    }
+    reduce_job j = { .op = op, .out = out, .idx = idx, .in = in, .len = len, .stride = stride,
+                     .es = es, .oes = oes, .nd = nd, .is_sum = is_sum };
+    memcpy(j.sizes, sizes, sizeof sizes);
+    memcpy(j.istr, istr, sizeof istr);
+    memcpy(j.ostr, ostr, sizeof ostr);
+    memcpy(j.xstr, xstr, sizeof xstr);
+    dp_parallel(outer, (GRAIN + len - 1) / len, reduce_lanes, &j);
     return 0;
 }
 
 /* ---------------------------------------------------------------- softmax */
 
-/* Calls fn for each 1-D lane of v along dim (other dims as outer loop), threaded. */
+/* Runs the body for each 1-D lane of v along dim (the other dims as the outer loop). */
 #define FOR_LANES(V, DIM, ...) do {                                                      \
         int64_t outer_ = 1;                                                               \
         for (int d_ = 0; d_ < (V)->ndim; d_++) if (d_ != (DIM)) outer_ *= (V)->sizes[d_]; \
-        int64_t work_ = outer_ * (V)->sizes[DIM];                                          \
-        _Pragma("omp parallel for if (work_ >= PAR_MIN) schedule(static)")                 \
         for (int64_t o_ = 0; o_ < outer_; o_++) {                                         \
             int64_t rem_ = o_, lane_off = 0, lane_off2 = 0, lane_off3 = 0;                \
             for (int d_ = (V)->ndim - 1; d_ >= 0; d_--) {                                 \
@@ -677,15 +704,23 @@ static int cpu_index_add(const dp_view *gin, int dim, const dp_view *idx, const 
 
 /* ---------------------------------------------------------------- random */
 
+typedef struct { int dist; const dp_view *out; uint64_t seed, offset; double a, b; } random_job;
+
+static void random_range(void *c, int64_t lo, int64_t hi, int part)
+{
+    const random_job *j = c;
+    int dt = j->out->dtype, es = (int)dp_dtype_size(dt);
+    bool f64 = dt == DP_FLOAT64;
+    for (int64_t i = lo; i < hi; i++)   /* out is contiguous (ops.c makes it so) */
+        store_d((char *)j->out->data + i * es, dt, dp_rng_value(j->dist, f64, j->seed, j->offset + (uint64_t)i, j->a, j->b));
+}
+
 static int cpu_random(int dist, const dp_view *out, uint64_t seed, uint64_t offset, double a, double b)
 {
     int64_t n = 1;
     for (int d = 0; d < out->ndim; d++) n *= out->sizes[d];
-    int dt = out->dtype, es = (int)dp_dtype_size(dt);
-    bool f64 = dt == DP_FLOAT64;
-    #pragma omp parallel for if (n >= PAR_MIN / 4) schedule(static)
-    for (int64_t i = 0; i < n; i++)   /* out is contiguous (ops.c makes it so) */
-        store_d((char *)out->data + i * es, dt, dp_rng_value(dist, f64, seed, offset + (uint64_t)i, a, b));
+    random_job j = { dist, out, seed, offset, a, b };
+    dp_parallel(n, GRAIN / 16, random_range, &j);
     return 0;
 }
 
@@ -720,11 +755,16 @@ static int cpu_nll_loss_backward(const dp_view *gin, const dp_view *gout, const 
 
 /* ---------------------------------------------------------------- optimizers (PyTorch 1.13 rules) */
 
-#define SGD_BODY(T) do {                                                                         \
-        T *p = param; const T *g = grad; T *m = buf;                                             \
+typedef struct { void *param, *m, *v; const void *grad; const void *opts; } optim_job;
+
+#define SGD_RANGE(NAME, T)                                                                       \
+    static void NAME(void *c, int64_t lo, int64_t hi, int part)                                  \
+    {                                                                                            \
+        const optim_job *j = c;                                                                  \
+        const dp_sgd_opts *o = j->opts;                                                          \
+        T *p = j->param; const T *g = j->grad; T *m = j->m;                                      \
         T lr = (T)o->lr, wd = (T)o->weight_decay, mom = (T)o->momentum, damp = (T)(1 - o->dampening); \
-        _Pragma("omp parallel for simd if (n >= PAR_MIN)")                                      \
-        for (int64_t i = 0; i < n; i++) {                                                        \
+        for (int64_t i = lo; i < hi; i++) {                                                      \
             T d = g[i];                                                                          \
             if (wd != 0) d = d + wd * p[i];                                                      \
             if (m) {                                                                             \
@@ -733,22 +773,28 @@ static int cpu_nll_loss_backward(const dp_view *gin, const dp_view *gout, const 
             }                                                                                    \
             p[i] = p[i] - lr * d;                                                                \
         }                                                                                        \
-    } while (0)
+    }
+HOT SGD_RANGE(sgd_f32, float)
+HOT SGD_RANGE(sgd_f64, double)
 
 static int cpu_sgd_step(int dtype, int64_t n, void *param, const void *grad, void *buf, const dp_sgd_opts *o)
 {
-    if (dtype == DP_FLOAT32) SGD_BODY(float);
-    else SGD_BODY(double);
+    optim_job j = { param, buf, NULL, grad, o };
+    dp_parallel(n, GRAIN, dtype == DP_FLOAT32 ? sgd_f32 : sgd_f64, &j);
     return 0;
 }
 
-#define ADAM_BODY(T, SQRT) do {                                                                  \
-        T *p = param; const T *g = grad; T *m = m_; T *v = v_;                                   \
+/* PyTorch 1.13's Adam/AdamW, operation by operation in the parameter's precision */
+#define ADAM_RANGE(NAME, T, SQRT)                                                                \
+    static void NAME(void *c, int64_t lo, int64_t hi, int part)                                  \
+    {                                                                                            \
+        const optim_job *j = c;                                                                  \
+        const dp_adam_opts *o = j->opts;                                                         \
+        T *p = j->param; const T *g = j->grad; T *m = j->m; T *v = j->v;                         \
         T b1 = (T)o->beta1, b2 = (T)o->beta2, wd = (T)o->weight_decay, eps = (T)o->eps;          \
         double bc1 = 1 - pow(o->beta1, (double)o->step), bc2 = 1 - pow(o->beta2, (double)o->step); \
         T step_size = (T)(o->lr / bc1), bc2_sqrt = (T)sqrt(bc2), decay = (T)(1 - o->lr * o->weight_decay); \
-        _Pragma("omp parallel for simd if (n >= PAR_MIN)")                                      \
-        for (int64_t i = 0; i < n; i++) {                                                        \
+        for (int64_t i = lo; i < hi; i++) {                                                      \
             T gi = g[i];                                                                         \
             if (o->decoupled) p[i] = p[i] * decay;                                               \
             else if (wd != 0) gi = gi + wd * p[i];                                               \
@@ -757,12 +803,14 @@ static int cpu_sgd_step(int dtype, int64_t n, void *param, const void *grad, voi
             T denom = SQRT(v[i]) / bc2_sqrt + eps;                                               \
             p[i] = p[i] - step_size * (m[i] / denom);                                            \
         }                                                                                        \
-    } while (0)
+    }
+HOT ADAM_RANGE(adam_f32, float, sqrtf)
+HOT ADAM_RANGE(adam_f64, double, sqrt)
 
-static int cpu_adam_step(int dtype, int64_t n, void *param, const void *grad, void *m_, void *v_, const dp_adam_opts *o)
+static int cpu_adam_step(int dtype, int64_t n, void *param, const void *grad, void *m, void *v, const dp_adam_opts *o)
 {
-    if (dtype == DP_FLOAT32) ADAM_BODY(float, sqrtf);
-    else ADAM_BODY(double, sqrt);
+    optim_job j = { param, m, v, grad, o };
+    dp_parallel(n, GRAIN, dtype == DP_FLOAT32 ? adam_f32 : adam_f64, &j);
     return 0;
 }
 

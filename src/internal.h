@@ -70,6 +70,14 @@ int dp_copy_raw(dp_tensor *dst, dp_tensor *src);
 /* Non-differentiable matrix product on 2-D or 3-D tensors (used by backward passes too). */
 dp_tensor *dp_bmm_raw(dp_tensor *a, dp_tensor *b, bool ta, bool tb);
 
+/* Worker threads for large CPU kernels: fn runs over [0, n) split into at most
+ * dp_pool_threads() contiguous ranges of at least grain elements; part is the range's
+ * number (0-based, in order).  Small n runs inline on the caller. */
+typedef void (*dp_range_fn)(void *ctx, int64_t lo, int64_t hi, int part);
+void dp_parallel(int64_t n, int64_t grain, dp_range_fn fn, void *ctx);
+int dp_pool_threads(void);
+void dp_pool_set_threads(int n);
+
 #define DP_CHECK(cond, ...) do { if (!(cond)) { dp_error(__VA_ARGS__); goto fail; } } while (0)
 
 #endif

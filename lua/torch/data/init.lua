@@ -1,0 +1,18 @@
+-- torch.data: datasets, samplers, collation and the DataLoader (see doc/data.md).
+local data = {}
+
+local dataset = require 'torch.data.dataset'
+local sampler = require 'torch.data.sampler'
+local collate = require 'torch.data.collate'
+local loader = require 'torch.data.loader'
+
+data.Dataset = dataset.Dataset
+data.TensorDataset = dataset.TensorDataset
+data.Sampler = sampler.Sampler
+data.SequentialSampler = sampler.SequentialSampler
+data.RandomSampler = sampler.RandomSampler
+data.DistributedSampler = sampler.DistributedSampler
+data.default_collate = collate.default_collate
+data.DataLoader = loader.DataLoader
+
+return data

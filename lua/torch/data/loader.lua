@@ -1,0 +1,299 @@
+-- torch.data.DataLoader: batches of a dataset, in the order of a sampler.
+--
+--   local loader = torch.data.DataLoader(ds, {batch_size = 30, shuffle = true})
+--   for x, y in loader:iter() do ... end
+--
+-- A TensorDataset is batched by the engine, one call per batch (rows gathered by index
+-- into a new batch tensor); with num_workers = N, N engine threads assemble batches ahead
+-- of the caller, in the same order as without them.  Any other dataset is read with
+-- get(i) on the caller's thread and its items collated with collate_fn.
+local torch = require 'torch'
+local C = require('torch._C').data
+local Dataset = require('torch.data.dataset').Dataset
+local TensorDataset = require('torch.data.dataset').TensorDataset
+local samplers = require 'torch.data.sampler'
+local collate = require 'torch.data.collate'
+local Progress = require 'torch.data.progress'
+
+local is_tensor, stack, mtype = C.is_tensor, C.stack, math.type
+
+local DataLoader = torch.class('torch.data.DataLoader')
+
+local DEFAULTS = {
+  batch_size = 1, shuffle = false, drop_last = false, sampler = false, collate_fn = false,
+  num_workers = 0, prefetch = 2, pin_memory = false, device = false, generator = false,
+  progress = false,
+}
+
+local function show(v)
+  if type(v) == 'string' then return ("'%s'"):format(v) end
+  local name = type(v) == 'table' and torch.typename and torch.typename(v)
+  if name then return 'a ' .. name end
+  return tostring(v)
+end
+
+local function check_positive_integer(name, v, allow_zero)
+  if math.type(v) ~= 'integer' then
+    if type(v) == 'number' and v == math.floor(v) and v == v and math.abs(v) < 2^53 then
+      v = math.tointeger(v)
+    else
+      error(('DataLoader: %s must be %s integer, got %s')
+        :format(name, allow_zero and 'a non-negative' or 'a positive', show(v)), 4)
+    end
+  end
+  if v < (allow_zero and 0 or 1) then
+    error(('DataLoader: %s must be %s integer, got %s')
+      :format(name, allow_zero and 'a non-negative' or 'a positive', show(v)), 4)
+  end
+  return v
+end
+
+local function check_boolean(name, v)
+  if type(v) ~= 'boolean' then
+    error(('DataLoader: %s must be true or false, got %s'):format(name, show(v)), 4)
+  end
+  return v
+end
+
+-- Whether get is TensorDataset's own (a subclass that overrides get is read item by item).
+local function tensor_backed(ds)
+  local ok, get = pcall(function() return ds.get end)
+  return ok and get == TensorDataset.get and type(ds.tensors) == 'table'
+end
+
+function DataLoader:__init(dataset, opts)
+  if type(dataset) ~= 'table' and type(dataset) ~= 'userdata' then
+    error(('DataLoader: expected a dataset as the first argument, got %s'):format(type(dataset)), 3)
+  end
+  opts = opts or {}
+  if type(opts) ~= 'table' then
+    error(('DataLoader: options must be a table, got %s'):format(type(opts)), 3)
+  end
+  for k, v in pairs(opts) do
+    if DEFAULTS[k] == nil then
+      local names = {}
+      for name in pairs(DEFAULTS) do names[#names + 1] = name end
+      table.sort(names)
+      error(('DataLoader: unknown option %s = %s (the options are %s)')
+        :format(tostring(k), show(v), table.concat(names, ', ')), 3)
+    end
+  end
+  local ok, get = pcall(function() return dataset.get end)
+  if not ok or type(get) ~= 'function' then
+    error('DataLoader: the dataset has no get(i) method (a dataset defines get(i) and __len())', 3)
+  end
+  local okl, err = pcall(Dataset.length, dataset)
+  if not okl then error('DataLoader: ' .. tostring(err), 3) end
+
+  self.dataset = dataset
+  self.batch_size = check_positive_integer('batch_size', opts.batch_size or 1)
+  self.shuffle = check_boolean('shuffle', opts.shuffle or false)
+  self.drop_last = check_boolean('drop_last', opts.drop_last or false)
+  self.num_workers = check_positive_integer('num_workers', opts.num_workers or 0, true)
+  self.prefetch = check_positive_integer('prefetch', opts.prefetch or 2)
+  if self.num_workers * self.prefetch > 4096 then
+    error(('DataLoader: num_workers * prefetch must be at most 4096 batches ahead, got num_workers = %d, '
+      .. 'prefetch = %d'):format(self.num_workers, self.prefetch), 3)
+  end
+  self.pin_memory = check_boolean('pin_memory', opts.pin_memory or false)
+  self.progress = check_boolean('progress', opts.progress or false)
+  if opts.collate_fn ~= nil and type(opts.collate_fn) ~= 'function' then
+    error(('DataLoader: collate_fn must be a function, got %s'):format(show(opts.collate_fn)), 3)
+  end
+  self.collate_fn = opts.collate_fn
+  if opts.device ~= nil then
+    local okd, dev = pcall(torch.device, opts.device)
+    if not okd then error(('DataLoader: device = %s: %s'):format(show(opts.device), tostring(dev)), 3) end
+    self.device = dev
+  end
+  local g = opts.generator
+  if g ~= nil and math.type(g) ~= 'integer' and type(g) ~= 'table' and type(g) ~= 'userdata' then
+    error(('DataLoader: generator must be a table {seed = integer}, got %s'):format(show(g)), 3)
+  end
+  if opts.sampler ~= nil then
+    if self.shuffle then
+      error(('DataLoader: option shuffle = true cannot be used together with option sampler (got %s; '
+        .. 'the sampler decides the order)'):format(show(opts.sampler)), 3)
+    end
+    local s = opts.sampler
+    local oks, has = pcall(function() return type(s.indices) == 'function' or type(s.iter) == 'function' end)
+    if type(s) ~= 'table' or not (oks and (has or #s > 0 or next(s) == nil)) then
+      error(('DataLoader: sampler = %s is not a sampler (an object with indices() or iter(), or a list of indices)')
+        :format(show(s)), 3)
+    end
+    self.sampler = s
+  elseif self.shuffle then
+    self.sampler = samplers.RandomSampler(dataset, { generator = opts.generator })
+  else
+    self.sampler = samplers.SequentialSampler(dataset)
+  end
+  self.generator = opts.generator
+  if tensor_backed(dataset) and self.collate_fn == nil and #dataset.tensors <= 64 then
+    self._tensors = dataset.tensors
+  end
+end
+
+-- The sampler's indices for one epoch, as a list.
+local function epoch_indices(sampler)
+  if type(sampler.indices) == 'function' then return sampler:indices() end
+  if type(sampler.iter) == 'function' then
+    local out = {}
+    for i in sampler:iter() do out[#out + 1] = i end
+    return out
+  end
+  local out = {}
+  for i = 1, #sampler do out[i] = sampler[i] end
+  return out
+end
+
+local function sampler_length(sampler)
+  local ok, len = pcall(function() return sampler.__len end)
+  if ok and type(len) == 'function' then return len(sampler) end
+  if type(sampler.indices) == 'function' or type(sampler.iter) == 'function' then
+    return #epoch_indices(sampler)
+  end
+  return #sampler
+end
+
+function DataLoader:__len()
+  local n = sampler_length(self.sampler)
+  if self.drop_last then return n // self.batch_size end
+  return (n + self.batch_size - 1) // self.batch_size
+end
+
+-- Moves every tensor of a batch (also inside tables) to the loader's device.
+local function to_device(batch, dev)
+  if C.is_tensor(batch) then return batch:to(dev) end
+  if type(batch) == 'table' and getmetatable(batch) == nil then
+    for k, v in pairs(batch) do batch[k] = to_device(v, dev) end
+  end
+  return batch
+end
+
+-- The engine's batch assembler for a tensor dataset, made on first use.
+function DataLoader:_engine()
+  local eng = rawget(self, '_eng')
+  if eng == nil then
+    eng = C.loader(self._tensors, self.num_workers, self.prefetch)
+    rawset(self, '_eng', eng)
+  end
+  return eng
+end
+
+-- Stops the loader's worker threads now (they are stopped anyway when the loader is
+-- collected).  The loader can still be iterated afterwards.
+function DataLoader:close()
+  local eng = rawget(self, '_eng')
+  if eng ~= nil then
+    eng:close()
+    rawset(self, '_eng', nil)
+  end
+end
+
+local function check_index(i, n, b)
+  if math.type(i) ~= 'integer' then
+    if type(i) == 'number' and i == math.floor(i) then return math.tointeger(i) end
+    error(('DataLoader: the sampler yielded %s in batch %d, not an integer index'):format(show(i), b), 3)
+  end
+  if i < 1 or i > n then
+    error(('DataLoader: the sampler yielded index %d in batch %d, out of range for a dataset of %d items')
+      :format(i, b, n), 3)
+  end
+  return i
+end
+
+-- loader:iter() starts an epoch and returns an iterator over its batches.  A batch that is
+-- a sequence (items that are {x, y}) is returned as multiple values.
+function DataLoader:iter()
+  local indices = epoch_indices(self.sampler)
+  local bs, dev = self.batch_size, self.device
+  local nbatches = self.drop_last and #indices // bs or (#indices + bs - 1) // bs
+  local bar = self.progress and Progress.new(nbatches) or nil
+  local b = 0
+
+  if self._tensors then
+    -- one batch assembler per loader: a later iter() takes it over from this iterator
+    local eng = self:_engine()
+    eng:start(indices, bs, self.drop_last)
+    local epoch = (rawget(self, '_epoch') or 0) + 1
+    rawset(self, '_epoch', epoch)
+    local k = #self._tensors
+    return function()
+      if b >= nbatches then
+        if bar then bar:finish() end
+        return nil
+      end
+      if rawget(self, '_epoch') ~= epoch or rawget(self, '_eng') ~= eng then
+        error('DataLoader: this iterator was ended by a later loader:iter() or loader:close() '
+          .. '(a loader over a TensorDataset runs one epoch at a time)', 2)
+      end
+      b = b + 1
+      if k == 1 then
+        local x = eng:next()
+        if dev then x = x:to(dev) end
+        if bar then bar:step(b) end
+        return x
+      elseif k == 2 then
+        local x, y = eng:next()
+        if dev then x, y = x:to(dev), y:to(dev) end
+        if bar then bar:step(b) end
+        return x, y
+      end
+      local batch = table.pack(eng:next())
+      if dev then
+        for j = 1, k do batch[j] = batch[j]:to(dev) end
+      end
+      if bar then bar:step(b) end
+      return table.unpack(batch, 1, k)
+    end
+  end
+
+  local ds, n, nidx = self.dataset, Dataset.length(self.dataset), #indices
+  local collate_fn = self.collate_fn
+  return function()
+    if b >= nbatches then
+      if bar then bar:finish() end
+      return nil
+    end
+    b = b + 1
+    local first, last = (b - 1) * bs + 1, math.min(b * bs, nidx)
+    local items, m = {}, 0
+    for j = first, last do
+      local i = indices[j]
+      if mtype(i) ~= 'integer' or i < 1 or i > n then i = check_index(i, n, b) end
+      local item = ds:get(i)
+      if item == nil then
+        error(('DataLoader: dataset:get(%d) returned nil'):format(i), 2)
+      end
+      m = m + 1
+      items[m] = item
+    end
+    local batch
+    if collate_fn then
+      batch = collate_fn(items)
+    else
+      local ok, res
+      if is_tensor(items[1]) then
+        -- the common case, straight to the engine (which names the dataset indices on error)
+        ok, res = pcall(stack, items, indices, first - 1)
+        if not ok and res:find('is a', 1, true) then ok = nil end
+      end
+      if not ok then
+        if ok == nil then
+          local ids = {}
+          for j = first, last do ids[#ids + 1] = indices[j] end
+          ok, res = pcall(collate.default_collate, items, ids)
+        end
+        if not ok then error('DataLoader: ' .. tostring(res), 2) end
+      end
+      batch = res
+    end
+    if dev then batch = to_device(batch, dev) end
+    if bar then bar:step(b) end
+    local sequence = collate.is_sequence(batch) and (collate_fn ~= nil or collate.is_sequence(items[1]))
+    if sequence then return table.unpack(batch, 1, #batch) end
+    return batch
+  end
+end
+
+return { DataLoader = DataLoader }

@@ -1,0 +1,203 @@
+-- torch.data samplers: the order in which a DataLoader visits a dataset's items.
+--
+-- A sampler has indices() (a table of 1-based dataset indices for one epoch; each call
+-- starts a new epoch), iter() (an iterator over the same) and __len().  Any table with an
+-- indices or iter method, or a plain list of indices, can be passed as a DataLoader's sampler.
+-- Permutations come from the engine's random stream, so torch.manual_seed repeats them;
+-- a generator {seed = s} gives a stream of its own.
+local torch = require 'torch'
+local C = require('torch._C').data
+local Dataset = require('torch.data.dataset').Dataset
+
+local function check_options(who, opts, allowed)
+  if opts == nil then return {} end
+  if type(opts) ~= 'table' then
+    error(('%s: options must be a table, got %s'):format(who, type(opts)), 4)
+  end
+  for k, v in pairs(opts) do
+    if allowed[k] == nil then
+      local names = {}
+      for name in pairs(allowed) do names[#names + 1] = name end
+      table.sort(names)
+      error(('%s: unknown option %s (= %s); the options are %s')
+        :format(who, tostring(k), tostring(v), table.concat(names, ', ')), 4)
+    end
+  end
+  return opts
+end
+
+-- A permutation of 1..n from a generator (a table {seed = s}, which remembers how far it
+-- has drawn, a number used as a seed, or an object with initial_seed()), or from the
+-- global stream when gen is nil.
+local function randperm(n, gen)
+  if gen == nil then return C.randperm(n) end
+  local seed, offset
+  if math.type(gen) == 'integer' then
+    seed, offset = gen, 0
+  elseif type(gen) == 'table' or type(gen) == 'userdata' then
+    seed = gen.seed
+    if type(seed) == 'function' then seed = nil end
+    if seed == nil and type(gen.initial_seed) == 'function' then seed = gen:initial_seed() end
+    if math.type(seed) ~= 'integer' then
+      error(('generator: expected a table {seed = integer}, got seed %s'):format(tostring(seed)), 3)
+    end
+    offset = type(gen) == 'table' and rawget(gen, 'offset') or 0
+  else
+    error(('generator: expected a table {seed = integer}, got a %s'):format(type(gen)), 3)
+  end
+  local perm = C.randperm(n, seed, offset)
+  if type(gen) == 'table' then rawset(gen, 'offset', offset + n) end
+  return perm
+end
+
+local Sampler = torch.class('torch.data.Sampler')
+
+function Sampler:__init(data_source)
+  self.data_source = data_source
+end
+
+function Sampler:iter()
+  local idx, i = self:indices(), 0
+  return function()
+    i = i + 1
+    return idx[i]
+  end
+end
+
+function Sampler:__len()
+  return Dataset.length(self.data_source)
+end
+
+local SequentialSampler, sparent = torch.class('torch.data.SequentialSampler', 'torch.data.Sampler')
+
+function SequentialSampler:__init(data_source)
+  sparent.__init(self, data_source)
+end
+
+function SequentialSampler:indices()
+  local out = {}
+  for i = 1, Dataset.length(self.data_source) do out[i] = i end
+  return out
+end
+
+function SequentialSampler:__len()
+  return Dataset.length(self.data_source)
+end
+
+local RandomSampler, rparent = torch.class('torch.data.RandomSampler', 'torch.data.Sampler')
+
+-- RandomSampler(ds [, {generator = {seed = s}}]): a new permutation every epoch.
+function RandomSampler:__init(data_source, opts)
+  rparent.__init(self, data_source)
+  opts = check_options('RandomSampler', opts, { generator = true })
+  self.generator = opts.generator
+end
+
+function RandomSampler:indices()
+  return randperm(Dataset.length(self.data_source), self.generator)
+end
+
+function RandomSampler:__len()
+  return Dataset.length(self.data_source)
+end
+
+local DistributedSampler, dparent = torch.class('torch.data.DistributedSampler', 'torch.data.Sampler')
+
+local function is_count(v) return math.type(v) == 'integer' end
+
+-- DistributedSampler(ds, {num_replicas=, rank=, shuffle=true, seed=0, drop_last=false}):
+-- the share of one rank (rank 0-based), as PyTorch's: every rank gets ceil(n / replicas)
+-- indices (floor with drop_last), the list padded by repeating it from the start, and rank
+-- r takes every replicas-th index from position r + 1.  Shuffling draws from seed + epoch,
+-- the same permutation on every rank.
+function DistributedSampler:__init(data_source, opts)
+  dparent.__init(self, data_source)
+  opts = check_options('DistributedSampler', opts,
+    { num_replicas = true, rank = true, shuffle = true, seed = true, drop_last = true })
+  local replicas, rank = opts.num_replicas, opts.rank
+  if replicas == nil or rank == nil then
+    local ok, dist = pcall(require, 'torch.distributed')
+    local up = ok and type(dist) == 'table' and type(dist.is_initialized) == 'function' and dist.is_initialized()
+    if not up then
+      error('DistributedSampler: num_replicas and rank were not given and no process group is initialised '
+        .. '(call torch.distributed.init_process_group first, or pass {num_replicas=, rank=})', 3)
+    end
+    if replicas == nil then replicas = dist.get_world_size() end
+    if rank == nil then rank = dist.get_rank() end
+  end
+  if not is_count(replicas) or replicas < 1 then
+    error(('DistributedSampler: num_replicas must be a positive integer, got %s'):format(tostring(replicas)), 3)
+  end
+  if not is_count(rank) or rank < 0 or rank >= replicas then
+    error(('DistributedSampler: invalid rank %s, rank should be in the interval [0, %d]')
+      :format(tostring(rank), replicas - 1), 3)
+  end
+  local shuffle = opts.shuffle
+  if shuffle == nil then shuffle = true end
+  if type(shuffle) ~= 'boolean' then
+    error(('DistributedSampler: shuffle must be a boolean, got %s'):format(tostring(shuffle)), 3)
+  end
+  local seed = opts.seed or 0
+  if not is_count(seed) then
+    error(('DistributedSampler: seed must be an integer, got %s'):format(tostring(seed)), 3)
+  end
+  local drop_last = opts.drop_last or false
+  if type(drop_last) ~= 'boolean' then
+    error(('DistributedSampler: drop_last must be a boolean, got %s'):format(tostring(drop_last)), 3)
+  end
+  self.num_replicas, self.rank, self.shuffle, self.seed, self.drop_last = replicas, rank, shuffle, seed, drop_last
+  self.epoch = 0
+end
+
+-- Samples per rank, and the total over all ranks.
+function DistributedSampler:_sizes()
+  local n, r = Dataset.length(self.data_source), self.num_replicas
+  local per
+  if self.drop_last and n % r ~= 0 then
+    per = (n - r + r - 1) // r      -- ceil((n - r) / r)
+    if per < 0 then per = 0 end
+  else
+    per = (n + r - 1) // r
+  end
+  return n, per, per * r
+end
+
+function DistributedSampler:set_epoch(epoch)
+  if not is_count(epoch) then
+    error(('DistributedSampler:set_epoch: epoch must be an integer, got %s'):format(tostring(epoch)), 2)
+  end
+  self.epoch = epoch
+end
+
+function DistributedSampler:indices()
+  local n, per, total = self:_sizes()
+  local all
+  if self.shuffle then
+    all = n > 0 and C.randperm(n, self.seed + self.epoch, 0) or {}
+  else
+    all = {}
+    for i = 1, n do all[i] = i end
+  end
+  if self.drop_last then
+    for i = #all, total + 1, -1 do all[i] = nil end
+  elseif n > 0 then
+    for i = n + 1, total do all[i] = all[(i - 1) % n + 1] end
+  end
+  local out = {}
+  for p = self.rank + 1, total, self.num_replicas do out[#out + 1] = all[p] end
+  return out
+end
+
+function DistributedSampler:__len()
+  local _, per = self:_sizes()
+  return per
+end
+
+return {
+  Sampler = Sampler,
+  SequentialSampler = SequentialSampler,
+  RandomSampler = RandomSampler,
+  DistributedSampler = DistributedSampler,
+  randperm = randperm,
+  check_options = check_options,
+}

@@ -1,0 +1,72 @@
+-- torch.serialize: torch.save / torch.load (safetensors) and torch.save_npy /
+-- torch.load_npy (NumPy .npy).  The parsing and writing are in the engine
+-- (src/serialize.c); this layer checks arguments and names the function in errors.
+local C = require('torch._C').data
+
+local serialize = {}
+
+local function call(who, fn, ...)
+  local ok, a, b = pcall(fn, ...)
+  if not ok then error(who .. ': ' .. tostring(a), 3) end
+  return a, b
+end
+
+local function check_path(who, path, argn)
+  if type(path) ~= 'string' then
+    error(('%s: argument %d must be a file name (a string), got %s'):format(who, argn, type(path)), 3)
+  end
+  if path == '' then error(who .. ': the file name is empty', 3) end
+end
+
+-- torch.save(path, tbl [, metadata]): tbl maps names to tensors (a module's state_dict(),
+-- or a module itself); metadata maps strings to strings (the file's __metadata__).
+-- The PyTorch order torch.save(tbl, path) is accepted too.
+function serialize.save(path, tbl, metadata)
+  if type(path) ~= 'string' and type(tbl) == 'string' then path, tbl = tbl, path end
+  check_path('torch.save', path, 1)
+  if C.is_tensor(tbl) then
+    error('torch.save: expected a table of name to tensor, got a tensor (save it as {name = t}, '
+      .. 'or use torch.save_npy for a single tensor)', 2)
+  end
+  if type(tbl) ~= 'table' then
+    error(('torch.save: expected a table of name to tensor, got %s'):format(type(tbl)), 2)
+  end
+  local ok, sd = pcall(function() return tbl.state_dict end)
+  if ok and type(sd) == 'function' then tbl = tbl:state_dict() end
+  if metadata ~= nil and type(metadata) ~= 'table' then
+    error(('torch.save: metadata must be a table of strings, got %s'):format(type(metadata)), 2)
+  end
+  for k, v in pairs(tbl) do
+    if type(k) ~= 'string' then
+      error(('torch.save: key %s is a %s; tensor names must be strings'):format(tostring(k), type(k)), 2)
+    end
+    if not C.is_tensor(v) then
+      error(('torch.save: the value for \'%s\' is a %s, not a tensor'):format(k, type(v)), 2)
+    end
+  end
+  call('torch.save', C.save_safetensors, path, tbl, metadata)
+end
+
+-- torch.load(path) -> a table of name to tensor (CPU), and the file's metadata (or nil).
+function serialize.load(path)
+  check_path('torch.load', path, 1)
+  return call('torch.load', C.load_safetensors, path)
+end
+
+-- torch.save_npy(path, t): writes t as a NumPy .npy file.
+function serialize.save_npy(path, t)
+  if type(path) ~= 'string' and type(t) == 'string' then path, t = t, path end
+  check_path('torch.save_npy', path, 1)
+  if not C.is_tensor(t) then
+    error(('torch.save_npy: expected a tensor as argument 2, got %s'):format(type(t)), 2)
+  end
+  call('torch.save_npy', C.save_npy, path, t)
+end
+
+-- torch.load_npy(path) -> a CPU tensor.
+function serialize.load_npy(path)
+  check_path('torch.load_npy', path, 1)
+  return (call('torch.load_npy', C.load_npy, path))
+end
+
+return serialize

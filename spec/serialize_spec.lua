@@ -1,0 +1,433 @@
+-- serialize: torch.save / torch.load (safetensors) and torch.save_npy / torch.load_npy,
+-- checked against NumPy (files dplua writes load in NumPy with equal values, files NumPy
+-- and a plain safetensors writer make load in dplua), and the parsers' handling of
+-- truncated, lying and foreign files (each one an error naming the file, never a crash).
+local torch = require 'torch'
+
+local here = debug.getinfo(1, 'S').source:match('^@(.*)/[^/]*$') or 'spec'
+local PYTHON = '/usr/bin/python3'
+
+local function expect_error(fn, ...)
+  local ok, err = pcall(fn)
+  assert(not ok, 'expected an error')
+  err = tostring(err)
+  for _, s in ipairs { ... } do
+    assert(err:find(s, 1, true), ('error %q does not mention %q'):format(err, s))
+  end
+  return err
+end
+
+local function tmpdir()
+  local d = os.tmpname()
+  os.remove(d)
+  assert(os.execute('mkdir -p ' .. d))
+  return d
+end
+
+local function rmdir(d) os.execute('rm -rf ' .. d) end
+
+local function read_file(path)
+  local f = assert(io.open(path, 'rb'))
+  local s = f:read('a')
+  f:close()
+  return s
+end
+
+local function write_file(path, s)
+  os.remove(path)   -- (much faster than truncating an existing file on some file systems)
+  local f = assert(io.open(path, 'wb'))
+  f:write(s)
+  f:close()
+end
+
+local function listdir(d)
+  local p = io.popen('ls -A ' .. d)
+  local out = {}
+  for line in p:lines() do out[#out + 1] = line end
+  p:close()
+  table.sort(out)
+  return out
+end
+
+local function have_numpy()
+  local p = io.popen(PYTHON .. ' -c "import numpy; print(1)" 2>/dev/null')
+  local ok = p and p:read('l') == '1'
+  if p then p:close() end
+  return ok
+end
+
+local function shape_of(t)
+  local s = {}
+  for d = 1, t:dim() do s[d] = t:size(d) end
+  return s
+end
+
+local function flat(t)
+  if t:numel() == 0 then return {} end
+  return t:reshape(-1):tolist()
+end
+
+-- The reference tensors of spec/fixtures/data_files.py, built in dplua.
+local function reference()
+  local f32 = (torch.arange(0, 12, { dtype = 'float64' }) * 0.5 - 3):float():reshape(3, 4)
+  local i64 = {}
+  for i = 0, 4 do i64[#i64 + 1] = (1 << 40) + i * i - 5 end
+  return {
+    f32 = f32,
+    f64 = (torch.arange(0, 12, { dtype = 'float64' }) / 7):reshape(2, 3, 2),
+    i64 = torch.tensor(i64, { dtype = 'int64' }),
+    b = torch.tensor({ true, false, false, true, false, false, true, false }):reshape(2, 4),
+    scalar = torch.tensor(3.25),
+    empty = torch.zeros(0, 3),
+    tr = f32:t(),   -- not contiguous: written in row-major order of the view
+  }
+end
+
+local function assert_same(name, t, exp)
+  assert(torch.is_tensor(t), name .. ': not a tensor')
+  assert.are.equal(exp.dtype, t.dtype, name .. ': dtype')
+  assert.are.same(exp.shape, shape_of(t), name .. ': shape')
+  assert.are.same(exp.values, flat(t), name .. ': values')
+end
+
+local function describe_tensor(t)
+  return { dtype = t.dtype, shape = shape_of(t), values = flat(t) }
+end
+
+describe('torch.save and torch.load (safetensors)', function()
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() rmdir(dir) end)
+
+  it('round-trips every dtype, 0-d, empty and non-contiguous tensors', function()
+    local ref = reference()
+    local path = dir .. '/all.safetensors'
+    torch.save(path, ref)
+    local back = torch.load(path)
+    local n = 0
+    for name, t in pairs(ref) do
+      assert_same(name, back[name], describe_tensor(t:contiguous()))
+      assert.is_false(back[name].is_cuda)
+      n = n + 1
+    end
+    local m = 0
+    for _ in pairs(back) do m = m + 1 end
+    assert.are.equal(n, m)
+  end)
+
+  it('writes the safetensors layout: u64 header length, JSON header padded to 8 bytes, data', function()
+    local path = dir .. '/w.safetensors'
+    torch.save(path, { w = torch.tensor({ { 1.5, -2 } }), n = torch.tensor({ 7 }, { dtype = 'int64' }) })
+    local s = read_file(path)
+    local hlen = string.unpack('<I8', s)
+    assert.are.equal(0, hlen % 8)
+    assert.are.equal(8 + hlen + 8 + 8, #s)
+    local header = s:sub(9, 8 + hlen)
+    assert.truthy(header:find('"w":{"dtype":"F32","shape":[1,2],"data_offsets":[8,16]}', 1, true), header)
+    assert.truthy(header:find('"n":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}', 1, true), header)
+    assert.are.equal(7, string.unpack('<i8', s, 9 + hlen))
+    assert.are.equal(1.5, string.unpack('<f', s, 17 + hlen))
+    assert.are.equal(-2.0, string.unpack('<f', s, 21 + hlen))
+  end)
+
+  it('keeps metadata, and reports none for a file without it', function()
+    local path = dir .. '/m.safetensors'
+    torch.save(path, { x = torch.ones(2) }, { format = 'pt', note = 'a "quoted" \\ value' })
+    local t, meta = torch.load(path)
+    assert.are.same({ format = 'pt', note = 'a "quoted" \\ value' }, meta)
+    assert.are.same({ 1.0, 1.0 }, t.x:tolist())
+    torch.save(path, { x = torch.ones(2) })
+    local _, none = torch.load(path)
+    assert.is_nil(none)
+  end)
+
+  it('saves an empty table and names with JSON escapes and UTF-8', function()
+    local path = dir .. '/e.safetensors'
+    torch.save(path, {})
+    assert.are.same({}, torch.load(path))
+    local names = { ['a"b\\c'] = torch.ones(1), ['\tt\n'] = torch.zeros(1), ['été.weight'] = torch.ones(2) }
+    torch.save(path, names)
+    local back = torch.load(path)
+    for k, v in pairs(names) do assert.are.same(v:tolist(), back[k]:tolist()) end
+  end)
+
+  it('accepts PyTorch\'s argument order', function()
+    local path = dir .. '/o.safetensors'
+    torch.save({ a = torch.ones(3) }, path)
+    assert.are.same({ 1.0, 1.0, 1.0 }, torch.load(path).a:tolist())
+  end)
+
+  it('round-trips a module\'s state_dict', function()
+    local ok, nn = pcall(require, 'nn')
+    if not ok or not nn.Linear then
+      pending('nn is not available')
+      return
+    end
+    torch.manual_seed(3)
+    local model = nn.Sequential(nn.Linear(5, 3), nn.ReLU(), nn.Linear(3, 2))
+    local path = dir .. '/model.safetensors'
+    torch.save(path, model:state_dict())
+    local sd = torch.load(path)
+    local other = nn.Sequential(nn.Linear(5, 3), nn.ReLU(), nn.Linear(3, 2))
+    other:load_state_dict(sd)
+    for name, t in pairs(model:state_dict()) do
+      assert.is_true(torch.equal(t, other:state_dict()[name]), name)
+    end
+    local x = torch.randn(4, 5)
+    assert.is_true(torch.equal(model(x), other(x)))
+  end)
+
+  it('writes through a temporary file: no stray files, and a failed save leaves the old file', function()
+    local path = dir .. '/keep.safetensors'
+    torch.save(path, { a = torch.ones(2) })
+    torch.save(path, { a = torch.zeros(3) })   -- replaces
+    assert.are.same({ 'keep.safetensors' }, listdir(dir))
+    assert.are.same({ 0.0, 0.0, 0.0 }, torch.load(path).a:tolist())
+    expect_error(function() torch.save(path, { a = torch.ones(2), b = 'text' }) end, "'b'", 'not a tensor')
+    assert.are.same({ 'keep.safetensors' }, listdir(dir))
+    assert.are.same({ 0.0, 0.0, 0.0 }, torch.load(path).a:tolist())
+  end)
+
+  it('raises clear errors for bad arguments and unwritable paths', function()
+    expect_error(function() torch.save(dir .. '/x', torch.ones(2)) end, 'table of name to tensor', 'tensor')
+    expect_error(function() torch.save(dir .. '/x', { [1] = torch.ones(2) }) end, 'key 1', 'strings')
+    expect_error(function() torch.save(dir .. '/x', { w = 3 }) end, "'w'", 'number')
+    expect_error(function() torch.save(dir .. '/no/such/dir/x.safetensors', { w = torch.ones(1) }) end,
+      'no/such/dir/x.safetensors', 'No such file or directory')
+    expect_error(function() torch.save(dir .. '/x', { __metadata__ = torch.ones(1) }) end, '__metadata__')
+    expect_error(function() torch.load(dir .. '/missing.safetensors') end, 'missing.safetensors',
+      'No such file or directory')
+    expect_error(function() torch.load(dir) end, dir, 'directory')
+    expect_error(function() torch.load(42) end, 'torch.load', 'string')
+  end)
+end)
+
+describe('torch.save_npy and torch.load_npy', function()
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() rmdir(dir) end)
+
+  it('round-trips every dtype, 0-d, empty and non-contiguous tensors', function()
+    for name, t in pairs(reference()) do
+      local path = ('%s/%s.npy'):format(dir, name)
+      torch.save_npy(path, t)
+      assert_same(name, torch.load_npy(path), describe_tensor(t:contiguous()))
+    end
+  end)
+
+  it('writes the header NumPy writes (version 1.0, padded to 64 bytes)', function()
+    local path = dir .. '/h.npy'
+    torch.save_npy(path, torch.zeros(2, 3))
+    local s = read_file(path)
+    assert.are.equal('\x93NUMPY\x01\x00', s:sub(1, 8))
+    local hlen = string.unpack('<I2', s, 9)
+    assert.are.equal(0, (10 + hlen) % 64)
+    local header = s:sub(11, 10 + hlen)
+    assert.truthy(header:find("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 1, true), header)
+    assert.are.equal('\n', header:sub(-1))
+    torch.save_npy(path, torch.zeros(4, { dtype = 'int64' }))
+    assert.truthy(read_file(path):find("'descr': '<i8', 'fortran_order': False, 'shape': (4,), }", 1, true))
+  end)
+
+  it('raises clear errors naming the file', function()
+    expect_error(function() torch.save_npy(dir .. '/x.npy', { 1, 2 }) end, 'torch.save_npy', 'tensor')
+    expect_error(function() torch.load_npy(dir .. '/none.npy') end, 'none.npy', 'No such file')
+    local path = dir .. '/text.npy'
+    write_file(path, 'hello, this is not an array')
+    expect_error(function() torch.load_npy(path) end, 'text.npy', 'not a NumPy .npy file')
+  end)
+end)
+
+describe('files shared with NumPy', function()
+  local dir
+  before_each(function()
+    dir = tmpdir()
+  end)
+  after_each(function() rmdir(dir) end)
+
+  it('NumPy reads what dplua writes, with equal values', function()
+    if not have_numpy() then pending('numpy is not installed') return end
+    local ref = reference()
+    for name, t in pairs(ref) do torch.save_npy(('%s/dp_%s.npy'):format(dir, name), t) end
+    torch.save(dir .. '/dp_all.safetensors', ref, { format = 'pt', ['k"ey'] = 'v\\al' })
+    local p = io.popen(('%s %s/fixtures/data_files.py check %s 2>&1'):format(PYTHON, here, dir))
+    local out = p:read('a')
+    p:close()
+    assert.are.equal('OK\n', out)
+  end)
+
+  it('dplua reads what NumPy and a plain safetensors writer write', function()
+    if not have_numpy() then pending('numpy is not installed') return end
+    assert(os.execute(('%s %s/fixtures/data_files.py write %s'):format(PYTHON, here, dir)))
+    local expected = dofile(dir .. '/expected.lua')
+    local count = 0
+    for file, exp in pairs(expected) do
+      local path = dir .. '/' .. file
+      if file:match('%.npy$') then
+        assert_same(file, torch.load_npy(path), exp)
+      else
+        local got = torch.load(path)
+        for name, e in pairs(exp) do assert_same(file .. ':' .. name, got[name], e) end
+        for name in pairs(got) do assert(exp[name], file .. ': unexpected tensor ' .. name) end
+      end
+      count = count + 1
+    end
+    assert.are.equal(10, count)
+    local _, meta = torch.load(dir .. '/st_all.safetensors')
+    assert.are.same({ format = 'pt', note = 'x"y' }, meta)
+  end)
+
+  it('refuses the arrays it does not read, saying why', function()
+    if not have_numpy() then pending('numpy is not installed') return end
+    assert(os.execute(('%s %s/fixtures/data_files.py write %s'):format(PYTHON, here, dir)))
+    expect_error(function() torch.load_npy(dir .. '/bad_fortran.npy') end, 'bad_fortran.npy', 'Fortran order')
+    expect_error(function() torch.load_npy(dir .. '/bad_bigendian.npy') end, 'bad_bigendian.npy', 'big-endian', '>f4')
+    expect_error(function() torch.load_npy(dir .. '/bad_int32.npy') end, 'bad_int32.npy', "'<i4'")
+    expect_error(function() torch.load_npy(dir .. '/bad_object.npy') end, 'bad_object.npy', "'|O'")
+    expect_error(function() torch.load(dir .. '/bad_f16.safetensors') end, 'bad_f16.safetensors', "'h'", 'F16')
+    expect_error(function() torch.load(dir .. '/np_f32.npy') end, 'np_f32.npy', 'torch.load_npy')
+  end)
+end)
+
+-- A safetensors file from a header table (encoded by hand) and a data string.
+local function st_bytes(header, data, pad)
+  local s = header
+  if pad ~= false then s = s .. (' '):rep((-#s) % 8) end
+  return string.pack('<I8', #s) .. s .. (data or '')
+end
+
+describe('malformed files', function()
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() rmdir(dir) end)
+
+  local function load_bytes(bytes, name)
+    local path = dir .. '/' .. (name or 'bad.safetensors')
+    write_file(path, bytes)
+    return path
+  end
+
+  local f8 = string.pack('<ff', 1, 2)
+
+  it('headers that lie about offsets, sizes or shapes', function()
+    local cases = {
+      { '{"x":{"dtype":"F32","shape":[2],"data_offsets":[0,16]}}', f8, 'outside the 8 bytes' },
+      { '{"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}', f8, 'needs' },
+      { '{"x":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}}', f8, 'end before they begin' },
+      { '{"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"y":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}}',
+        f8, 'overlap' },
+      { '{"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}}', f8, 'non-negative' },
+      { '{"x":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}}', f8, 'non-negative integers' },
+      { '{"x":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,8]}}', f8, 'too many' },
+      { '{"x":{"dtype":"F32","shape":[1,1,1,1,1,1,1,1,1,2],"data_offsets":[0,8]}}', f8, 'at most' },
+      { '{"x":{"dtype":"F32","shape":[2],"data_offsets":[0]}}', f8, 'data_offsets' },
+      { '{"x":{"dtype":"F32","data_offsets":[0,8]}}', f8, "'shape'" },
+      { '{"x":{"shape":[2],"data_offsets":[0,8]}}', f8, 'dtype' },
+      { '{"x":{"dtype":"U8","shape":[8],"data_offsets":[0,8]}}', f8, "'U8'" },
+      { '{"x":[1,2]}', f8, 'not an object' },
+      { '{"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}',
+        f8, 'twice' },
+      { '{"__metadata__":{"a":1},"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', f8, '__metadata__' },
+      { '{"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}', f8, 'not valid JSON' },
+      { '{"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}} trailing', f8, 'not valid JSON' },
+      { '{"x\\q":1}', f8, 'not valid JSON' },
+      { '[1,2,3]', f8, 'JSON object' },
+      { ('['):rep(100000), '', 'JSON object' },
+      { '{"a":' .. ('['):rep(1000) .. (']'):rep(1000) .. '}', '', 'nesting too deep' },
+    }
+    for i, c in ipairs(cases) do
+      local path = load_bytes(st_bytes(c[1], c[2]), ('case%d.safetensors'):format(i))
+      expect_error(function() torch.load(path) end, ('case%d.safetensors'):format(i), c[3])
+    end
+  end)
+
+  it('truncated, empty and foreign files', function()
+    local good = st_bytes('{"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', f8)
+    expect_error(function() torch.load(load_bytes('')) end, 'bad.safetensors', 'too short')
+    expect_error(function() torch.load(load_bytes(good:sub(1, 5))) end, 'bad.safetensors', 'too short')
+    expect_error(function() torch.load(load_bytes(good:sub(1, 20))) end, 'bad.safetensors', 'header length')
+    expect_error(function() torch.load(load_bytes(good:sub(1, -2))) end, 'bad.safetensors', 'truncated')
+    expect_error(function() torch.load(load_bytes(string.pack('<I8', 1 << 62) .. 'xxxx')) end, 'header length')
+    expect_error(function() torch.load(load_bytes('PK\3\4 a zip archive......')) end, 'zip')
+    expect_error(function() torch.load(load_bytes('just some text in a file')) end, 'bad.safetensors')
+    expect_error(function() torch.load_npy(load_bytes('\x93NUMPY\x01\x00', 'short.npy')) end, 'short.npy', 'too short')
+    expect_error(function() torch.load_npy(load_bytes('\x93NUMPY\x09\x00\x10\x00{}', 'v9.npy')) end, 'v9.npy', 'version 9.0')
+  end)
+
+  it('npy headers that lie', function()
+    local function npy(header, data)
+      header = header .. (' '):rep((-(#header + 11)) % 64) .. '\n'
+      return '\x93NUMPY\x01\x00' .. string.pack('<I2', #header) .. header .. (data or '')
+    end
+    local d8 = string.pack('<ff', 1, 2)
+    local cases = {
+      { "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", d8, 'need 12 bytes' },
+      { "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", d8, 'need 4 bytes' },
+      { "{'descr': '<f4', 'fortran_order': False, }", d8, "no 'shape'" },
+      { "{'descr': '<f4', 'shape': (2,), }", d8, "fortran_order" },
+      { "{'fortran_order': False, 'shape': (2,), }", d8, "no 'descr'" },
+      { "{'descr': '<f4', 'fortran_order': Maybe, 'shape': (2,), }", d8, 'True or False' },
+      { "{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", d8, 'non-negative' },
+      { "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", d8, 'too large' },
+      { "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'extra': 1}", d8, "unknown key 'extra'" },
+      { "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", d8, 'structured' },
+      { "['descr']", d8, "start with '{'" },
+    }
+    for i, c in ipairs(cases) do
+      local path = load_bytes(npy(c[1], c[2]), ('case%d.npy'):format(i))
+      expect_error(function() torch.load_npy(path) end, ('case%d.npy'):format(i), c[3])
+    end
+    -- a header length beyond the end of the file
+    local path = load_bytes('\x93NUMPY\x01\x00\xff\xff{', 'long.npy')
+    expect_error(function() torch.load_npy(path) end, 'long.npy', 'header length')
+  end)
+
+  -- A tiny deterministic generator, so that a failure can be replayed.
+  local function lcg(seed)
+    local s = seed
+    return function(n)
+      s = (s * 1103515245 + 12345) % 2147483648
+      return s % n
+    end
+  end
+
+  it('fuzz: every truncation is an error, byte flips never crash', function()
+    local cases = {
+      { 'f.safetensors', function(p) torch.save(p, { a = torch.ones(2, 3), b = torch.tensor({ 1, 2 }, { dtype = 'int64' }),
+        m = torch.tensor({ true, false }) }) end, torch.load },
+      { 'f.npy', function(p) torch.save_npy(p, torch.ones(3, 2)) end, torch.load_npy },
+    }
+    for _, c in ipairs(cases) do
+      local name, save, load = c[1], c[2], c[3]
+      local good = dir .. '/good_' .. name
+      save(good)
+      local bytes = read_file(good)
+      local path = dir .. '/' .. name
+      for cut = 0, #bytes - 1 do
+        write_file(path, bytes:sub(1, cut))
+        local ok, err = pcall(load, path)
+        assert(not ok, ('%s cut to %d bytes loaded'):format(name, cut))
+        assert(tostring(err):find(name, 1, true), err)
+      end
+      local rand = lcg(1234)
+      local header_end = name:match('npy$') and 128 or 8 + string.unpack('<I8', bytes)
+      local loaded, failed = 0, 0
+      for _ = 1, 1000 do
+        local b = { bytes:byte(1, -1) }
+        for _ = 1, 1 + rand(3) do
+          b[1 + rand(header_end)] = rand(256)
+        end
+        write_file(path, string.char(table.unpack(b)))
+        local ok, res = pcall(load, path)
+        if ok then
+          loaded = loaded + 1
+          assert(type(res) == 'table' or torch.is_tensor(res))
+        else
+          failed = failed + 1
+          assert(tostring(res):find(name, 1, true), res)
+        end
+      end
+      assert(failed > 600, ('only %d of 1000 damaged %s files failed'):format(failed, name))
+    end
+  end)
+end)
