@@ -105,6 +105,12 @@ int luaopen_dplua(lua_State *L)
         lua_pop(L, 1);
     }
     lua_pop(L, 1);
+    /* every module in package.loaded, torch last so that it is the value returned */
+    static const char *const modules[] = { "nn", "optim", "torch.data", "torch.distributed" };
+    for (size_t i = 0; i < sizeof modules / sizeof modules[0]; i++) {
+        require_builtin(L, modules[i]);
+        lua_pop(L, 1);
+    }
     require_builtin(L, "torch");
     return 1;
 }

@@ -312,7 +312,8 @@ double lt_optfield_number(lua_State *L, int idx, const char *k, double def)
     return v;
 }
 
-dp_tensor *lt_checkindex(lua_State *L, int arg, int64_t size, dp_device dev, const char *what)
+/* dim (1-based) is named in range errors; 0 for class targets */
+dp_tensor *lt_checkindex(lua_State *L, int arg, int64_t size, int dim, dp_device dev, const char *what)
 {
     int top = lua_gettop(L);
     dp_tensor *t = lt_test(L, arg);
@@ -342,6 +343,10 @@ dp_tensor *lt_checkindex(lua_State *L, int arg, int64_t size, dp_device dev, con
         }
     }
     for (int64_t i = 0; i < n; i++) {
+        if ((buf[i] < 1 || buf[i] > size) && dim > 0)
+            luaL_argerror(L, arg, lua_pushfstring(L, "%s %I (at position %I) is out of range for dimension %d with size %I",
+                                                  what, (lua_Integer)buf[i], (lua_Integer)i + 1, dim,
+                                                  (lua_Integer)size));
         if (buf[i] < 1 || buf[i] > size)
             luaL_argerror(L, arg, lua_pushfstring(L, "%s %I at position %I is out of range (expected 1 to %I)",
                                                   what, (lua_Integer)buf[i], (lua_Integer)i + 1,
@@ -893,7 +898,7 @@ static int t_index_select(lua_State *L)
     dp_tensor *t = lt_check(L, 1);
     int dim = lt_checkdim(L, 2, t->ndim, 0);
     dp_tensor **slot = lt_newslot(L);
-    dp_tensor *idx = lt_checkindex(L, 3, t->ndim ? t->sizes[dim] : 1, t->device, "index");
+    dp_tensor *idx = lt_checkindex(L, 3, t->ndim ? t->sizes[dim] : 1, dim + 1, t->device, "index");
     *slot = dp_index_select(t, dim, idx);
     dp_tensor_release(idx);
     return lt_done(L, *slot);
@@ -933,6 +938,14 @@ static int t_to(lua_State *L)
         } else if (lua_type(L, i) == LUA_TSTRING && dp_dtype_parse(lua_tostring(L, i), &dt) == 0) {
             /* a dtype */
         } else if (lua_type(L, i) == LUA_TTABLE) {
+            lua_pushnil(L);
+            while (lua_next(L, i)) {
+                const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+                if (!k || (strcmp(k, "device") && strcmp(k, "dtype") && strcmp(k, "non_blocking") && strcmp(k, "copy")))
+                    return luaL_error(L, "to: invalid option '%s' (expected device, dtype, non_blocking)",
+                                      k ? k : luaL_typename(L, -2));
+                lua_pop(L, 1);
+            }
             if (lua_getfield(L, i, "device") != LUA_TNIL)
                 dev = lt_check_device(L, -1);
             if (lua_getfield(L, i, "dtype") != LUA_TNIL)

@@ -31,7 +31,7 @@ double lt_checkscalar(lua_State *L, int arg);
 /* A Lua value to use as an int64 index tensor: a 1-D int64 tensor or a table of integers,
  * 1-based, each checked against [1, size]; returns a new 0-based int64 tensor on dev.
  * `what` names the values in errors ("index", "target"). */
-dp_tensor *lt_checkindex(lua_State *L, int arg, int64_t size, dp_device dev, const char *what);
+dp_tensor *lt_checkindex(lua_State *L, int arg, int64_t size, int dim, dp_device dev, const char *what);
 /* Pushes one element as Lua sees it: integer (int64), boolean (bool) or float. */
 void lt_pushelement(lua_State *L, dp_dtype dt, const void *elem);
 /* Option table helpers: field `k` of the table at idx. */

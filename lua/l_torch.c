@@ -211,7 +211,12 @@ typedef struct {
 static void nested_error(lua_State *L, const int64_t *path, int depth, const char *msg)
 {
     luaL_Buffer b;
+    lua_Debug ar;          /* the FILE:LINE of the nearest Lua caller, as luaL_error gives */
+    int level = 1;
+    while (lua_getstack(L, level, &ar) && (lua_getinfo(L, "Sl", &ar), ar.currentline <= 0)) level++;
     luaL_buffinit(L, &b);
+    luaL_where(L, level);
+    luaL_addvalue(&b);
     luaL_addstring(&b, "tensor: ");
     luaL_addstring(&b, msg);
     if (depth > 0) {
@@ -565,7 +570,7 @@ static int class_loss(lua_State *L, class_loss_fn f)
         return luaL_argerror(L, 1, lua_pushfstring(L, "expected input of shape [N, C] or [C], got a %d-D tensor",
                                                    x->ndim));
     dp_tensor **slot = lt_newslot(L);
-    dp_tensor *target = lt_checkindex(L, 2, x->sizes[x->ndim - 1], x->device, "target");
+    dp_tensor *target = lt_checkindex(L, 2, x->sizes[x->ndim - 1], 0, x->device, "target");
     *slot = f(x, target, red);
     dp_tensor_release(target);
     return lt_done(L, *slot);

@@ -253,7 +253,7 @@ describe('views', function()
     assert.are.same({ { 3, 4 }, { 1, 2 }, { 3, 4 } }, a:index_select(1, torch.tensor({ 2, 1, 2 })):tolist())
     assert.are.same({ { 2 }, { 4 } }, a:index_select(2, { 2 }):tolist())
     assert_contains(err(function() return a:index_select(1, torch.tensor({ 1, 3 })) end),
-      'index 3 at position 2 is out of range (expected 1 to 2)')
+      'index 3 (at position 2) is out of range for dimension 1 with size 2')
     assert_contains(err(torch.cat, { a, 3 }), 'element 2 is a number, expected a tensor')
   end)
 end)

@@ -72,7 +72,7 @@ int dp_cpu_set_device_count(int n)
     if (n < 1 || n > 1024) return dp_error("the number of CPU devices must be between 1 and 1024, got %d", n);
     if (dp_tensors_made() && n != dp_cpu_device_count())
         return dp_error("torch.cpu.set_device_count(%d) must be called before the first tensor is made "
-                        "(there are %d CPU devices already); set DPLUA_CPU_DEVICES=%d instead", n,
+                        "(the number of CPU devices is already fixed at %d); set DPLUA_CPU_DEVICES=%d instead", n,
                         dp_cpu_device_count(), n);
     g_cpu_devices = n;
     return 0;

@@ -20,33 +20,47 @@
 #endif
 
 /* ---------------------------------------------------------------- caching allocator
- * Large blocks are kept after free and handed out again for the same rounded size, so a
- * loop that makes and drops big tensors does not fault in fresh pages every time. */
+ * Large blocks are kept after free and handed out again, so a loop that makes and drops
+ * big tensors does not fault in fresh pages every time.  Sizes are rounded (to 4 KiB, and
+ * to 1/8 of their power of two above 4 MiB) and a cached block serves any request it
+ * exceeds by at most a quarter (best fit).  At most CACHE_MAX_BYTES are kept; the oldest
+ * blocks go back to the system first. */
 
 #define CACHE_MIN (64 << 10)
-#define CACHE_MAX_BYTES ((size_t)1 << 30)
+#define CACHE_MAX_BYTES ((size_t)256 << 20)
 #define CACHE_SLOTS 64
 
-typedef struct { void *ptr; size_t size; } cached_block;
+typedef struct { void *ptr; size_t size; uint64_t age; } cached_block;
 static cached_block g_cache[CACHE_SLOTS];
 static size_t g_cached_bytes;
+static uint64_t g_cache_clock;
 static pthread_mutex_t g_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static size_t round_size(size_t n) { return n < CACHE_MIN ? n : (n + 4095) & ~(size_t)4095; }
+static size_t round_size(size_t n)
+{
+    if (n < CACHE_MIN) return n;
+    if (n <= ((size_t)4 << 20)) return (n + 4095) & ~(size_t)4095;
+    size_t p = (size_t)1 << (63 - __builtin_clzll((unsigned long long)n));   /* n's power of two */
+    size_t step = p / 8;
+    return (n + step - 1) / step * step;
+}
 
 static void *cpu_alloc(dp_device dev, size_t nbytes)
 {
     size_t size = round_size(nbytes);
     if (size >= CACHE_MIN) {
         pthread_mutex_lock(&g_cache_lock);
+        int best = -1;
         for (int i = 0; i < CACHE_SLOTS; i++) {
-            if (g_cache[i].ptr && g_cache[i].size == size) {
-                void *p = g_cache[i].ptr;
-                g_cache[i].ptr = NULL;
-                g_cached_bytes -= size;
-                pthread_mutex_unlock(&g_cache_lock);
-                return p;
-            }
+            size_t have = g_cache[i].size;
+            if (g_cache[i].ptr && have >= size && have - size <= size / 4 && (best < 0 || have < g_cache[best].size)) best = i;
+        }
+        if (best >= 0) {
+            void *p = g_cache[best].ptr;
+            g_cache[best].ptr = NULL;
+            g_cached_bytes -= g_cache[best].size;
+            pthread_mutex_unlock(&g_cache_lock);
+            return p;
         }
         pthread_mutex_unlock(&g_cache_lock);
     }
@@ -59,22 +73,32 @@ static void *cpu_alloc(dp_device dev, size_t nbytes)
 static void cpu_free(dp_device dev, void *ptr, size_t nbytes)
 {
     size_t size = round_size(nbytes);
-    if (size >= CACHE_MIN && size <= CACHE_MAX_BYTES / 4) {
-        pthread_mutex_lock(&g_cache_lock);
-        if (g_cached_bytes + size <= CACHE_MAX_BYTES) {
-            for (int i = 0; i < CACHE_SLOTS; i++) {
-                if (!g_cache[i].ptr) {
-                    g_cache[i].ptr = ptr;
-                    g_cache[i].size = size;
-                    g_cached_bytes += size;
-                    pthread_mutex_unlock(&g_cache_lock);
-                    return;
-                }
-            }
-        }
-        pthread_mutex_unlock(&g_cache_lock);
+    if (size < CACHE_MIN || size > CACHE_MAX_BYTES / 2) { free(ptr); return; }
+    void *evicted[CACHE_SLOTS];
+    int nev = 0;
+    pthread_mutex_lock(&g_cache_lock);
+    /* make room: the oldest blocks leave first */
+    while (g_cached_bytes + size > CACHE_MAX_BYTES) {
+        int old = -1;
+        for (int i = 0; i < CACHE_SLOTS; i++)
+            if (g_cache[i].ptr && (old < 0 || g_cache[i].age < g_cache[old].age)) old = i;
+        if (old < 0) break;
+        evicted[nev++] = g_cache[old].ptr;
+        g_cached_bytes -= g_cache[old].size;
+        g_cache[old].ptr = NULL;
     }
-    free(ptr);
+    int slot = -1;
+    for (int i = 0; i < CACHE_SLOTS && slot < 0; i++) if (!g_cache[i].ptr) slot = i;
+    if (slot < 0) {   /* every slot taken: replace the oldest */
+        slot = 0;
+        for (int i = 1; i < CACHE_SLOTS; i++) if (g_cache[i].age < g_cache[slot].age) slot = i;
+        evicted[nev++] = g_cache[slot].ptr;
+        g_cached_bytes -= g_cache[slot].size;
+    }
+    g_cache[slot] = (cached_block){ ptr, size, ++g_cache_clock };
+    g_cached_bytes += size;
+    pthread_mutex_unlock(&g_cache_lock);
+    for (int i = 0; i < nev; i++) free(evicted[i]);
 }
 
 static void cpu_empty_cache(void)

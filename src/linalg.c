@@ -146,6 +146,7 @@ dp_tensor *dp_addmm(dp_tensor *c, dp_tensor *a, dp_tensor *b, double beta, doubl
     pa = alpha == 1 ? (dp_tensor_retain(p), p) : dp_binary_scalar(DP_MUL, p, alpha, false);
     cb = beta == 1 ? (dp_tensor_retain(c), c) : dp_binary_scalar(DP_MUL, c, beta, false);
     if (pa && cb) out = dp_binary(DP_ADD, cb, pa);
+    if (out && out->grad_fn) out->grad_fn->name = "AddmmBackward";   /* the whole op, as PyTorch names it */
     dp_tensor_release(p); dp_tensor_release(pa); dp_tensor_release(cb);
     return out;
 }

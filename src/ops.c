@@ -438,7 +438,13 @@ dp_tensor *dp_binary(dp_binary_op op, dp_tensor *a, dp_tensor *b)
     int64_t sizes[DP_MAX_DIMS];
     if (dp_broadcast_shape(a->ndim, a->sizes, b->ndim, b->sizes, &nd, sizes)) goto done;
     dp_dtype ct = promote_tensors(a, b);
-    if (ct == DP_BOOL && !is_comparison(op) && op != DP_MAXIMUM && op != DP_MINIMUM) ct = DP_INT64;
+    if (ct == DP_BOOL && op == DP_SUB) {
+        dp_error("subtraction, the '-' operator, with two bool tensors is not supported; use the '~' or "
+                 "logical_xor() operator instead");
+        goto done;
+    }
+    /* bool + bool is a logical or, bool * bool a logical and, as in PyTorch */
+    if (ct == DP_BOOL && !is_comparison(op) && op != DP_ADD && op != DP_MUL && op != DP_MAXIMUM && op != DP_MINIMUM) ct = DP_INT64;
     if ((op == DP_DIV) && !dp_dtype_is_float(ct)) ct = DP_FLOAT32;
     dp_dtype ot = is_comparison(op) ? DP_BOOL : ct;
     ac = dp_to(a, a->device, ct, false);
