@@ -99,6 +99,13 @@ if devices then
 elseif torch.cuda.device_count() > 1 then
   print(("Let's use %d GPUs!"):format(torch.cuda.device_count()))
   model = nn.DataParallel(model)
+elseif not torch.cuda.is_available() and (tonumber(os.getenv('DPLUA_CPU_DEVICES') or '') or 1) > 1 then
+  -- no GPU, but the user made several CPU devices (DPLUA_CPU_DEVICES=N): split across them
+  local cpus = {}
+  for i = 0, torch.cpu.device_count() - 1 do cpus[#cpus + 1] = 'cpu:' .. i end
+  print(("Let's use %d devices!"):format(#cpus))
+  model = nn.DataParallel(model, { device_ids = cpus })
+  device = model.device_ids[1]
 end
 model:to(device)
 

@@ -90,6 +90,15 @@ describe('examples/train.lua (the notes\' program)', function()
     assert.are.equal(1, count(lines, outside(10)))
   end)
 
+  it('splits across every CPU device that DPLUA_CPU_DEVICES makes when there is no GPU', function()
+    if cuda_devices > 0 then return end
+    local out, ok = run('DPLUA_CPU_DEVICES=2', 'examples/train.lua')
+    assert.is_true(ok, out)
+    local lines = lines_of(out)
+    assert.are.equal(1, count(lines, "Let's use 2 devices!"), out)
+    assert.are.same(expected_loop({ 15, 15 }, { 5, 5 }), loop_lines(lines), out)
+  end)
+
   it('takes the devices from DPLUA_DEVICES too', function()
     local out, ok = run('DPLUA_DEVICES=cpu:0,cpu:1', 'examples/train.lua')
     assert.is_true(ok, out)

@@ -114,14 +114,14 @@ Sequential(
   (1): Linear(in_features=4, out_features=3, bias=false)
   (2): ReLU()
   (3): Sequential(
-    (1): Dropout(p=0.25)
+    (1): Dropout(p=0.25, inplace=false)
     (2): Flatten(start_dim=2, end_dim=-1)
   )
   (4): Sigmoid()
   (5): Identity()
 )]], tostring(s))
     assert.are.equal('MSELoss()', tostring(nn.MSELoss()))
-    assert.are.equal("CrossEntropyLoss(reduction='sum')", tostring(nn.CrossEntropyLoss { reduction = 'sum' }))
+    assert.are.equal('CrossEntropyLoss()', tostring(nn.CrossEntropyLoss { reduction = 'sum' }))
   end)
 
   it('puts nn.Foo classes into nn and resolves unknown names to nil', function()
@@ -133,8 +133,12 @@ Sequential(
 
   it('makes parameters of floating point tensors only', function()
     local t = torch.zeros(2)
-    assert.is_true(rawequal(nn.Parameter(t), t))
-    assert.is_true(t.requires_grad)
+    local p0 = nn.Parameter(t)   -- a new leaf sharing t's storage; t is left as it was
+    assert.is_false(rawequal(p0, t))
+    assert.is_true(p0.requires_grad and p0.is_leaf)
+    assert.is_false(t.requires_grad)
+    t:fill_(3)
+    assert.are.equal(3, p0[1])
     assert.is_false(nn.Parameter(torch.zeros(2), false).requires_grad)
     local y = torch.ones(2, { requires_grad = true }) * 2
     local p = nn.Parameter(y)

@@ -14,8 +14,4 @@ function CrossEntropyLoss:forward(input, target)
   return F.cross_entropy(input, target, self.reduction)
 end
 
-function CrossEntropyLoss:extra_repr()
-  return self.reduction == 'mean' and '' or "reduction='" .. self.reduction .. "'"
-end
-
 return CrossEntropyLoss

@@ -293,11 +293,4 @@ function DataParallel:forward(...)
   return gather(outputs, self.output_device, self.dim, '')
 end
 
-function DataParallel:extra_repr()
-  local names = {}
-  for i, d in ipairs(self.device_ids) do names[i] = tostring(d) end
-  return ('device_ids={%s}, output_device=%s, dim=%d'):format(table.concat(names, ', '),
-    tostring(self.output_device), self.dim)
-end
-
 return DataParallel

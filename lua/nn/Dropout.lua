@@ -20,7 +20,7 @@ function Dropout:forward(x)
 end
 
 function Dropout:extra_repr()
-  return ('p=%s'):format(tostring(self.p))
+  return ('p=%s, inplace=false'):format(tostring(self.p))
 end
 
 return Dropout

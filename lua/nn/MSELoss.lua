@@ -13,8 +13,4 @@ function MSELoss:forward(input, target)
   return F.mse_loss(input, target, self.reduction)
 end
 
-function MSELoss:extra_repr()
-  return self.reduction == 'mean' and '' or "reduction='" .. self.reduction .. "'"
-end
-
 return MSELoss

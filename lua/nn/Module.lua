@@ -96,12 +96,25 @@ function Module:add_module(name, m)
   return self
 end
 
+-- A registered field must still hold what it was registered as (a later plain assignment
+-- such as m.fc = 5 bypasses __newindex): say which field, and what it holds now.
+local function check_kind(self, name, kind, v)
+  local ok = (kind == 'module' and is_module(v)) or (kind ~= 'module' and torch.is_tensor(v))
+  if not ok then
+    utils.error(('%s: field %s was registered as a %s but now holds a %s; assign a %s or nil')
+      :format(class_name(self), tostring(name), kind, type(v), kind == 'module' and 'module' or 'tensor'))
+  end
+end
+
 -- The registered entries of one kind, in order, as {name, value} pairs.
 local function entries(self, kind)
   local out, kinds = {}, rawget(self, '_kind') or {}
   for _, name in ipairs(rawget(self, '_order') or {}) do
     local v = rawget(self, name)
-    if kinds[name] == kind and v ~= nil then out[#out + 1] = { tostring(name), v } end
+    if kinds[name] == kind and v ~= nil then
+      check_kind(self, name, kind, v)
+      out[#out + 1] = { tostring(name), v }
+    end
   end
   return out
 end
@@ -149,10 +162,20 @@ function Module:named_modules(prefix)
   return iterate(out)
 end
 
+-- An array of the values that is also callable as an iterator, so that both
+-- `for _, m in ipairs(model:modules())` and `for m in model:modules()` work.
+local callable = {
+  __call = function(arr)
+    local i = (rawget(arr, 0) or 0) + 1
+    rawset(arr, 0, arr[i] ~= nil and i or nil)
+    return arr[i]
+  end,
+}
+
 local function values(list)
   local out = {}
   for i, e in ipairs(list) do out[i] = e[2] end
-  return out
+  return setmetatable(out, callable)
 end
 
 -- Arrays, as Torch7 users expect: parameters() is what an optimizer takes.

@@ -14,8 +14,4 @@ function NLLLoss:forward(input, target)
   return F.nll_loss(input, target, self.reduction)
 end
 
-function NLLLoss:extra_repr()
-  return self.reduction == 'mean' and '' or "reduction='" .. self.reduction .. "'"
-end
-
 return NLLLoss

@@ -1,7 +1,7 @@
--- nn.Parameter(t [, requires_grad]): marks a tensor as a module parameter.  Assigning a
--- parameter to a field of a module registers it; the optimizer then finds it through
--- module:parameters().  A leaf tensor is marked and returned itself (now requiring grad);
--- a tensor that is the result of an operation is detached first, as PyTorch does.
+-- nn.Parameter(t [, requires_grad]): a parameter made from a tensor: a new leaf sharing
+-- t's storage (t itself is left as it was, as in PyTorch), marked as a parameter and
+-- requiring grad.  Assigning a parameter to a field of a module registers it; the
+-- optimizer then finds it through module:parameters().
 local torch = require 'torch'
 local utils = require 'nn.utils'
 
@@ -14,7 +14,7 @@ function Parameter.new(t, requires_grad)
   if not torch.is_tensor(t) then
     utils.error(('nn.Parameter: expected a tensor, got %s'):format(type(t)))
   end
-  if not t.is_leaf then t = t:detach() end
+  t = t:detach()
   if requires_grad == nil then requires_grad = true end
   if requires_grad ~= t.requires_grad then t:requires_grad_(requires_grad) end
   marked[t] = true

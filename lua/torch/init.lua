@@ -126,6 +126,20 @@ local SUBMODULES = {
   autograd = 'torch.autograd',
 }
 
+-- torch.Generator(): a random stream of its own, for samplers and DataLoader's generator=
+-- option (a table {seed =, offset =} that remembers how far it has drawn).
+local Generator = {}
+Generator.__index = Generator
+function torch.Generator()
+  return setmetatable({ seed = torch.initial_seed(), offset = 0 }, Generator)
+end
+function Generator:manual_seed(seed)
+  if math.type(seed) ~= 'integer' then error(('manual_seed: expected an integer seed, got %s'):format(tostring(seed)), 2) end
+  self.seed, self.offset = seed, 0
+  return self
+end
+function Generator:initial_seed() return self.seed end
+
 -- the module, or nil when this build doesn't have it
 local function load_module(name)
   if package.loaded[name] ~= nil or package.preload[name] then return require(name) end

@@ -90,7 +90,8 @@ local RandomSampler, rparent = torch.class('torch.data.RandomSampler', 'torch.da
 function RandomSampler:__init(data_source, opts)
   rparent.__init(self, data_source)
   opts = check_options('RandomSampler', opts, { generator = true })
-  self.generator = opts.generator
+  -- an integer seed becomes a generator of its own, so each epoch draws a new order
+  self.generator = math.type(opts.generator) == 'integer' and { seed = opts.generator } or opts.generator
 end
 
 function RandomSampler:indices()
