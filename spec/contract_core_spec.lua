@@ -49,7 +49,12 @@ local function assert_contains(s, part)
   assert.is_truthy(s:find(part, 1, true), ('%q does not contain %q'):format(s, part))
 end
 
+-- Under the sanitizer build (ASAN=1) the runtime is preloaded into every child, which
+-- breaks compilers and make: the install and C-host checks run in the normal build.
+local sanitized = os.getenv('ASAN') == '1'
+
 describe('make install and linking (SPEC 1, 9)', function()
+  if sanitized then pending('make install and C hosts are checked in the normal build, not under ASAN=1') return end
   local prefix
   setup(function()
     prefix = os.tmpname()
@@ -133,6 +138,7 @@ int main(void) {
 end)
 
 describe('luaopen_dplua (SPEC 9)', function()
+  if sanitized then pending('C hosts are checked in the normal build, not under ASAN=1') return end
   it('registers torch, nn, optim, torch.data, torch.distributed in package.loaded', function()
     local dir = os.tmpname()
     os.remove(dir)
