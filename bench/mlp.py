@@ -1,19 +1,12 @@
 """bench/mlp.py: the PyTorch twin of bench/mlp.lua."""
 import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import measure, report, setup  # noqa: E402
 import time
 
 import torch
-
-
-def setup():
-    n = int(os.environ.get("BENCH_THREADS", "0") or 0)
-    if n > 0:
-        torch.set_num_threads(n)
-    return torch.get_num_threads()
-
-
-def report(name, value, unit):
-    print("BENCH %s %.6g %s" % (name, value, unit), flush=True)
 
 
 def main():
