@@ -3,24 +3,9 @@
 local build = os.getenv('DPLUA_BUILD') or 'build'
 local BIN = build .. '/dplua'
 
-local function q(s) -- shell quoting
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
-local function slurp(path)
-  local f = io.open(path, 'rb')
-  if not f then return '' end
-  local s = f:read('a')
-  f:close()
-  return s
-end
-
-local function write(path, s)
-  local f = assert(io.open(path, 'wb'))
-  f:write(s)
-  f:close()
-  return path
-end
+local shell = dofile('spec/helpers/shell.lua')
+local q = shell.q
+local slurp, write = shell.slurp, shell.write
 
 local tmpfiles = {}
 local function tmp(suffix)

@@ -6,33 +6,9 @@ local torch = require 'torch'
 local build = os.getenv('DPLUA_BUILD') or 'build'
 local BIN = build .. '/dplua'
 
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local function slurp(path)
-  local f = io.open(path, 'rb')
-  if not f then return '' end
-  local s = f:read('a')
-  f:close()
-  return s
-end
-
-local function write(path, s)
-  local f = assert(io.open(path, 'wb'))
-  f:write(s)
-  f:close()
-  return path
-end
-
--- runs a shell command; returns stdout, stderr, exit code
-local function run(cmd)
-  local out, err = os.tmpname(), os.tmpname()
-  local ok, how, code = os.execute(('%s > %s 2> %s < /dev/null'):format(cmd, q(out), q(err)))
-  if how == 'signal' then code = 128 + code end
-  local o, e = slurp(out), slurp(err)
-  os.remove(out)
-  os.remove(err)
-  return o, e, ok and 0 or code
-end
+local shell = dofile('spec/helpers/shell.lua')
+local q = shell.q
+local slurp, write, run = shell.slurp, shell.write, shell.run
 
 local function script(src)
   local p = os.tmpname() .. '.lua'

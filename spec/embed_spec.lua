@@ -4,28 +4,9 @@ local build = os.getenv('DPLUA_BUILD') or 'build'
 local HOST = build .. '/examples/embed/host'
 local THREADS = build .. '/examples/embed/threads'
 
-local function q(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
-local function slurp(path)
-  local f = io.open(path, 'rb')
-  if not f then return '' end
-  local s = f:read('a')
-  f:close()
-  return s
-end
-
--- Runs a program; returns stdout, stderr and the exit code.
-local function run(cmd)
-  local out, err = os.tmpname(), os.tmpname()
-  local ok, how, code = os.execute(('%s > %s 2> %s < /dev/null'):format(cmd, q(out), q(err)))
-  if how == 'signal' then code = 128 + code end
-  local o, e = slurp(out), slurp(err)
-  os.remove(out)
-  os.remove(err)
-  return o, e, ok and 0 or code
-end
+local shell = dofile('spec/helpers/shell.lua')
+local q = shell.q
+local slurp, run = shell.slurp, shell.run
 
 -- true when out has the line "<name>   ok" that host prints for a passed check
 local function passed(out, name)

@@ -1,0 +1,36 @@
+-- spec/helpers/shell.lua: what the specs that run programs share (quoting, files, running
+-- a command with its output captured).  Load with dofile('spec/helpers/shell.lua').
+local M = {}
+
+-- s quoted for the shell
+function M.q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- a file's contents, or '' when it can't be read
+function M.slurp(path)
+  local f = io.open(path, 'rb')
+  if not f then return '' end
+  local s = f:read('a')
+  f:close()
+  return s
+end
+
+function M.write(path, s)
+  local f = assert(io.open(path, 'wb'))
+  f:write(s)
+  f:close()
+  return path
+end
+
+-- runs a shell command with no input; returns stdout, stderr and the exit code
+-- (128 + the signal's number when a signal ended it)
+function M.run(cmd)
+  local out, err = os.tmpname(), os.tmpname()
+  local ok, how, code = os.execute(('%s > %s 2> %s < /dev/null'):format(cmd, M.q(out), M.q(err)))
+  if how == 'signal' then code = 128 + code end
+  local o, e = M.slurp(out), M.slurp(err)
+  os.remove(out)
+  os.remove(err)
+  return o, e, ok and 0 or code
+end
+
+return M
