@@ -10,6 +10,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cuda.h"
+
+/* dplua's device index -> the GPU it runs on (they differ under DPLUA_CUDA_VIRTUAL) */
+static int physical(int device)
+{
+    int p = dp_cuda_physical_device(device);
+    return p >= 0 ? p : device;
+}
+
 /* dtype and op numbers as in src/dp.h (dp_dtype) and src/dist.h (dp_dist_op). */
 enum { F32 = 0, F64 = 1, I64 = 2, BOOL8 = 3 };
 enum { OP_SUM = 0, OP_AVG = 1, OP_MAX = 2, OP_MIN = 3 };
@@ -83,7 +92,7 @@ int dp_nccl_comm_init(int device, int nranks, const void *id, size_t idlen, int 
     }
     ncclUniqueId uid;
     memcpy(&uid, id, sizeof uid);
-    CUDA_CHECK(cudaSetDevice(device));
+    CUDA_CHECK(cudaSetDevice(physical(device)));
     cudaStream_t s;
     CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     ncclComm_t c;
@@ -100,7 +109,7 @@ int dp_nccl_comm_init(int device, int nranks, const void *id, size_t idlen, int 
 }
 
 int dp_nccl_comm_destroy(void *comm, void *stream, int device, char *err, size_t errlen) {
-    CUDA_CHECK(cudaSetDevice(device));
+    CUDA_CHECK(cudaSetDevice(physical(device)));
     if (stream) CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)stream));
     if (comm) NCCL_CHECK(ncclCommDestroy((ncclComm_t)comm));
     if (stream) CUDA_CHECK(cudaStreamDestroy((cudaStream_t)stream));
@@ -113,7 +122,7 @@ int dp_nccl_all_reduce(void *comm, void *stream, int device, void *data, int64_t
     ncclDataType_t t;
     ncclRedOp_t o;
     if (nccl_type(dtype, &t, err, errlen) != 0 || nccl_op(op, dtype, &o, err, errlen) != 0) return -1;
-    CUDA_CHECK(cudaSetDevice(device));
+    CUDA_CHECK(cudaSetDevice(physical(device)));
     NCCL_CHECK(ncclAllReduce(data, data, (size_t)count, t, o, (ncclComm_t)comm, (cudaStream_t)stream));
     return 0;
 }
@@ -123,7 +132,7 @@ int dp_nccl_broadcast(void *comm, void *stream, int device, void *data, int64_t 
                       int root, char *err, size_t errlen) {
     ncclDataType_t t;
     if (nccl_type(dtype, &t, err, errlen) != 0) return -1;
-    CUDA_CHECK(cudaSetDevice(device));
+    CUDA_CHECK(cudaSetDevice(physical(device)));
     NCCL_CHECK(ncclBroadcast(data, data, (size_t)count, t, root, (ncclComm_t)comm, (cudaStream_t)stream));
     return 0;
 }
@@ -133,13 +142,13 @@ int dp_nccl_all_gather(void *comm, void *stream, int device, const void *send, v
                        int64_t count, int dtype, char *err, size_t errlen) {
     ncclDataType_t t;
     if (nccl_type(dtype, &t, err, errlen) != 0) return -1;
-    CUDA_CHECK(cudaSetDevice(device));
+    CUDA_CHECK(cudaSetDevice(physical(device)));
     NCCL_CHECK(ncclAllGather(send, recv, (size_t)count, t, (ncclComm_t)comm, (cudaStream_t)stream));
     return 0;
 }
 
 int dp_nccl_stream_sync(void *stream, int device, char *err, size_t errlen) {
-    CUDA_CHECK(cudaSetDevice(device));
+    CUDA_CHECK(cudaSetDevice(physical(device)));
     CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)stream));
     return 0;
 }
