@@ -59,7 +59,7 @@ ifeq ($(CUDA),1)
 TARGETS += $(CUDA_SO)
 endif
 
-.PHONY: all deps test run asan install env clean bench check-cuda
+.PHONY: all deps test run asan install env clean bench check-cuda cuda-emu
 all: $(TARGETS)
 
 # ------------------------------------------------------------------ engine and binding
@@ -123,6 +123,26 @@ $(CUDA_SO): $(CU_OBJ)
 
 check-cuda: $(CUDA_SO)
 
+# ------------------------------------------------------------------ CUDA emulation (spec/cudaemu)
+# The kernels' source compiled by the host C++ compiler against an emulated CUDA runtime,
+# so the CUDA backend's logic runs on any machine: make cuda-emu; spec/cudaemu/run.
+EMU ?= build-emu
+EMU_OBJ := $(CU_SRC:kernels/%.cu=$(EMU)/kernels/%.o) $(EMU)/emu.o
+EMU_DEPS := $(wildcard kernels/*.h kernels/*.cuh src/backend.h src/philox.h spec/cudaemu/include/*.h)
+EMU_CXXFLAGS = -std=c++17 -O2 -g -fPIC -fvisibility=hidden -U_FORTIFY_SOURCE -Wall -Wno-unused-function -Wno-unknown-pragmas \
+               -Ispec/cudaemu/include -Ikernels -I. -Isrc
+$(EMU)/kernels/%.cpp: kernels/%.cu spec/cudaemu/launch.sed
+	@mkdir -p $(dir $@)
+	{ echo '#line 1 "$<"'; sed -E -f spec/cudaemu/launch.sed $<; } > $@
+$(EMU)/kernels/%.o: $(EMU)/kernels/%.cpp $(EMU_DEPS)
+	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+$(EMU)/emu.o: spec/cudaemu/emu.cpp $(EMU_DEPS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+$(EMU)/libdplua_cuda.so: $(EMU_OBJ)
+	$(CXX) -shared -o $@ $^ -lpthread
+cuda-emu: $(EMU)/libdplua_cuda.so
+
 # ------------------------------------------------------------------ set-up, tests, examples
 DEB_PKGS = lua5.4 liblua5.4-dev lua-busted libopenblas-dev libopenmpi-dev openmpi-bin \
            libreadline-dev python3-torch python3-numpy pkg-config
@@ -135,8 +155,8 @@ deps:
 	fi
 
 test: deps
-	$(MAKE) -j2 all
-	BUILD=$(BUILD) spec/run
+	$(MAKE) -j2 all $(if $(filter 1,$(CUDA)),cuda-emu)
+	BUILD=$(BUILD) EMU=$(EMU) spec/run
 
 run: deps
 	$(MAKE) -j2 all

@@ -85,7 +85,7 @@ describe('CUDA on a GPU', function()
     assert.is_true(torch.cuda.device_count() >= 1)
   end)
 
-  for _, script in ipairs({ 'ops', 'memory', 'train' }) do
+  for _, script in ipairs({ 'ops', 'sweep', 'memory', 'errors', 'train' }) do
     it('passes spec/gpu/' .. script .. '.lua', function()
       local out, ok = run_script('spec/gpu/' .. script .. '.lua', 'DPLUA_CUDA_POISON=1 ')
       assert.is_true(ok, out)
@@ -95,6 +95,12 @@ describe('CUDA on a GPU', function()
 
   it('passes spec/gpu/memory.lua with two virtual devices per GPU', function()
     local out, ok = run_script('spec/gpu/memory.lua', 'DPLUA_CUDA_VIRTUAL=2 ')
+    assert.is_true(ok, out)
+    assert_contains(out, ' 0 failed')
+  end)
+
+  it('passes spec/gpu/parallel.lua (DataParallel) with two virtual devices per GPU', function()
+    local out, ok = run_script('spec/gpu/parallel.lua', 'DPLUA_CUDA_VIRTUAL=2 ')
     assert.is_true(ok, out)
     assert_contains(out, ' 0 failed')
   end)

@@ -111,6 +111,27 @@ function M.check(name, fn, opts)
   record(name, ok, err)
 end
 
+-- As check, but an error is a result too: when fn fails on the CPU it must fail on the
+-- device with the same message (device names aside), as with a bad dtype combination.
+function M.parity(name, fn, opts)
+  opts = opts or {}
+  torch.manual_seed(opts.seed or 1234)
+  local okc, c = pcall(function() return table.pack(fn('cpu')) end)
+  torch.manual_seed(opts.seed or 1234)
+  local okg, g = pcall(function() local r = table.pack(fn(M.dev)); M.sync(); return r end)
+  local function norm(e) return (tostring(e):gsub('cuda:%d+', 'DEV'):gsub('cpu:%d+', 'DEV'):gsub('cpu', 'DEV')) end
+  if not okc then
+    if okg then return record(name, false, 'the CPU raised "' .. tostring(c) .. '" but the device did not') end
+    if norm(c) ~= norm(g) then
+      return record(name, false, string.format('errors differ: CPU "%s", device "%s"', tostring(c), tostring(g)))
+    end
+    return record(name, true)
+  end
+  if not okg then return record(name, false, 'the device raised: ' .. tostring(g)) end
+  local good, msg = M.compare(g, c, opts.tol or M.ELEMENTWISE, opts.floor)
+  record(name, good, msg)
+end
+
 -- A condition that must hold (pcall'd; an error is a failure with its message).
 function M.expect(name, fn)
   local ok, res = pcall(fn)

@@ -1,0 +1,852 @@
+/* emu.cpp: the CUDA runtime, cuBLAS and NCCL calls of include/, on the CPU.
+ *
+ * Devices.  DPLUA_EMU_GPUS (default 2) devices of DPLUA_EMU_GPU_MEMORY_MIB (default 2048)
+ * MiB each.  Device memory is host memory registered with its device, so every call that
+ * takes a device pointer checks that it is one (and, for copies, that the bytes lie inside
+ * one allocation), and a kernel launched with a pointer argument that is host memory or
+ * another device's memory fails, as it would fault on a GPU.
+ *
+ * Kernels.  Blocks run one after another on the launching thread.  The threads of a block
+ * are fibers (started with ucontext, switched with _setjmp/_longjmp, kept for later blocks)
+ * run round-robin up to their next barrier: __syncthreads releases
+ * when every live thread of the block waits on it, a warp shuffle when every live thread of
+ * the warp does; any other combination is a divergent barrier and aborts with the kernel's
+ * name.  A kernel whose first block used no barrier runs later blocks as plain calls, one
+ * thread after another (a barrier there aborts, naming the kernel).
+ *
+ * Streams and events exist for their devices; every call completes before it returns, so
+ * waits are no-ops. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <setjmp.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "include/cublas_v2.h"
+#include "include/cuda_runtime.h"
+#include "include/nccl.h"
+
+thread_local uint3 threadIdx;
+thread_local uint3 blockIdx;
+thread_local dim3 blockDim;
+thread_local dim3 gridDim;
+
+struct emu_stream {
+    int device;
+};
+struct emu_event {
+    int device;
+};
+struct emu_cublas {
+    cudaStream_t stream;
+    int device;
+    cublasMath_t math;
+};
+
+namespace {
+
+[[noreturn]] void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("cudaemu: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    abort();
+}
+
+void warn(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("cudaemu: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* ---------------------------------------------------------------- devices */
+
+int env_int(const char *name, int dflt)
+{
+    const char *s = getenv(name);
+    if (!s || !*s) return dflt;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || v < 0) die("%s=%s is not a non-negative integer", name, s);
+    return (int)v;
+}
+
+int n_devices()
+{
+    static int n = env_int("DPLUA_EMU_GPUS", 2);
+    return n;
+}
+
+size_t capacity()
+{
+    static size_t c = (size_t)env_int("DPLUA_EMU_GPU_MEMORY_MIB", 2048) << 20;
+    return c;
+}
+
+thread_local int t_device = 0;
+thread_local cudaError_t t_last = cudaSuccess;
+
+cudaError_t fail(cudaError_t e)
+{
+    t_last = e;
+    return e;
+}
+
+/* ---------------------------------------------------------------- memory registry */
+
+enum { MEM_DEVICE, MEM_PINNED };
+struct alloc_info {
+    size_t size;
+    int device;
+    int kind;
+};
+std::mutex g_mem_mu;
+std::map<uintptr_t, alloc_info> g_allocs;
+std::vector<size_t> g_used;
+
+/* The allocation holding [p, p + n), or false. */
+bool find_alloc(const void *p, size_t n, uintptr_t *base, alloc_info *info)
+{
+    std::lock_guard<std::mutex> lock(g_mem_mu);
+    uintptr_t a = (uintptr_t)p;
+    auto it = g_allocs.upper_bound(a);
+    if (it == g_allocs.begin()) return false;
+    --it;
+    if (a < it->first || a + n > it->first + it->second.size || (n == 0 && a > it->first + it->second.size))
+        return false;
+    if (base) *base = it->first;
+    if (info) *info = it->second;
+    return true;
+}
+
+bool is_device_mem(const void *p, size_t n, int *device)
+{
+    alloc_info info;
+    if (!find_alloc(p, n, NULL, &info) || info.kind != MEM_DEVICE) return false;
+    if (device) *device = info.device;
+    return true;
+}
+
+/* ---------------------------------------------------------------- fibers */
+
+enum { F_READY, F_RUNNING, F_WAIT_BLOCK, F_WAIT_WARP, F_DONE };
+const size_t STACK_SIZE = 256 * 1024;
+
+struct fiber {
+    ucontext_t uc;   /* for the first start only */
+    jmp_buf jb;      /* where it waits */
+    char *stack;
+    bool started;
+    int state;
+    uint3 tid;
+};
+
+struct block_runner {
+    jmp_buf sched;
+    std::deque<fiber> fibers;   /* a deque: growing it moves no fiber */
+    std::vector<uint64_t> slots;
+    fiber *cur = NULL;
+    bool fiber_mode = false;
+    bool used_barrier = false;
+    const char *name = "";
+    void (*body)(void *) = NULL;
+    void *ctx = NULL;
+
+    ~block_runner()
+    {
+        for (fiber &f : fibers)
+            if (f.stack) munmap(f.stack, STACK_SIZE + 4096);
+    }
+};
+thread_local block_runner t_run;
+
+/* A fiber runs one emulated thread after another: each time the scheduler resumes it
+ * as a fresh thread, it runs the kernel's body, marks itself done and parks. */
+void fiber_entry()
+{
+    block_runner &r = t_run;
+    for (;;) {
+        r.body(r.ctx);
+        fiber *self = r.cur;
+        self->state = F_DONE;
+        if (!_setjmp(self->jb)) _longjmp(r.sched, 1);
+    }
+}
+
+void yield(int state)
+{
+    block_runner &r = t_run;
+    r.used_barrier = true;
+    if (!r.fiber_mode)
+        die("kernel %s reached a barrier in a block run without fibers (its first block used none)", r.name);
+    fiber *self = r.cur;
+    self->state = state;
+    if (!_setjmp(self->jb)) _longjmp(r.sched, 1);
+}
+
+void resume(fiber &f)
+{
+    block_runner &r = t_run;
+    r.cur = &f;
+    f.state = F_RUNNING;
+    if (_setjmp(r.sched)) return;
+    if (f.started) _longjmp(f.jb, 1);
+    f.started = true;
+    setcontext(&f.uc);
+}
+
+unsigned int linear_tid(const uint3 &t, const dim3 &b) { return t.x + b.x * (t.y + b.y * t.z); }
+
+void run_block_fibers(unsigned int nthreads)
+{
+    block_runner &r = t_run;
+    if (r.fibers.size() < nthreads) {
+        size_t old = r.fibers.size();
+        r.fibers.resize(nthreads);
+        for (size_t i = old; i < nthreads; i++) {
+            void *m = mmap(NULL, STACK_SIZE + 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (m == MAP_FAILED) die("cannot map a fiber stack");
+            mprotect(m, 4096, PROT_NONE);   /* guard page: a stack overflow faults */
+            fiber &f = r.fibers[i];
+            f.stack = (char *)m;
+            f.started = false;
+            getcontext(&f.uc);
+            f.uc.uc_stack.ss_sp = f.stack + 4096;
+            f.uc.uc_stack.ss_size = STACK_SIZE;
+            f.uc.uc_link = NULL;   /* fiber_entry never returns */
+            makecontext(&f.uc, fiber_entry, 0);
+        }
+    }
+    r.slots.assign(nthreads + 32, 0);
+    for (unsigned int i = 0; i < nthreads; i++) {
+        fiber &f = r.fibers[i];
+        f.state = F_READY;
+        f.tid.x = i % blockDim.x;
+        f.tid.y = (i / blockDim.x) % blockDim.y;
+        f.tid.z = i / (blockDim.x * blockDim.y);
+    }
+    for (;;) {
+        for (unsigned int i = 0; i < nthreads; i++) {
+            fiber &f = r.fibers[i];
+            if (f.state != F_READY) continue;
+            threadIdx = f.tid;
+            resume(f);
+        }
+        unsigned int live = 0, at_block = 0;
+        bool released = false;
+        for (unsigned int w = 0; w < nthreads; w += 32) {
+            unsigned int end = w + 32 < nthreads ? w + 32 : nthreads, wl = 0, ww = 0;
+            for (unsigned int i = w; i < end; i++) {
+                int s = r.fibers[i].state;
+                if (s != F_DONE) wl++;
+                if (s == F_WAIT_WARP) ww++;
+                if (s == F_WAIT_BLOCK) at_block++;
+            }
+            live += wl;
+            if (wl > 0 && ww == wl) {
+                for (unsigned int i = w; i < end; i++) r.fibers[i].state = F_READY;
+                released = true;
+            }
+        }
+        if (live == 0) return;
+        if (released) continue;
+        if (at_block == live) {
+            for (unsigned int i = 0; i < nthreads; i++)
+                if (r.fibers[i].state == F_WAIT_BLOCK) r.fibers[i].state = F_READY;
+            continue;
+        }
+        die("kernel %s, block (%u,%u,%u): divergent barriers: of %u live threads %u wait in __syncthreads "
+            "and the rest in warp shuffles whose warps are not all there",
+            r.name, blockIdx.x, blockIdx.y, blockIdx.z, live, at_block);
+    }
+}
+
+void run_block_direct(unsigned int nthreads)
+{
+    block_runner &r = t_run;
+    for (unsigned int i = 0; i < nthreads; i++) {
+        threadIdx.x = i % blockDim.x;
+        threadIdx.y = (i / blockDim.x) % blockDim.y;
+        threadIdx.z = i / (blockDim.x * blockDim.y);
+        r.body(r.ctx);
+    }
+}
+
+std::mutex g_kernel_mu;
+std::unordered_map<const void *, bool> g_kernel_uses_barrier;
+std::mutex g_atomic_mu;
+
+}   // namespace
+
+/* ---------------------------------------------------------------- kernel built-ins */
+
+namespace emu {
+
+void sync_block() { yield(F_WAIT_BLOCK); }
+
+uint64_t warp_exchange(uint64_t mine, int src_lane, bool valid)
+{
+    block_runner &r = t_run;
+    unsigned int lin = linear_tid(threadIdx, blockDim);
+    r.slots[lin] = mine;
+    yield(F_WAIT_WARP);
+    uint64_t v = valid ? r.slots[(lin & ~31u) + (unsigned int)src_lane] : mine;
+    yield(F_WAIT_WARP);
+    return v;
+}
+
+void atomic_lock() { g_atomic_mu.lock(); }
+void atomic_unlock() { g_atomic_mu.unlock(); }
+
+void run(const cfg &c, const void *key, const char *name, const void *const *ptrs, int nptrs,
+         void (*body)(void *), void *ctx)
+{
+    const dim3 &g = c.grid, &b = c.block;
+    unsigned long long nthreads = (unsigned long long)b.x * b.y * b.z;
+    if (g.x == 0 || g.y == 0 || g.z == 0 || b.x == 0 || b.y == 0 || b.z == 0 || nthreads > 1024 || b.z > 64 ||
+        g.x > 2147483647u || g.y > 65535 || g.z > 65535) {
+        warn("kernel %s: invalid configuration grid (%u,%u,%u) block (%u,%u,%u)", name, g.x, g.y, g.z, b.x, b.y, b.z);
+        fail(cudaErrorInvalidConfiguration);
+        return;
+    }
+    if (c.shared > 48 * 1024) {
+        warn("kernel %s: %zu bytes of dynamic shared memory", name, c.shared);
+        fail(cudaErrorInvalidValue);
+        return;
+    }
+    if (c.stream && c.stream->device != t_device) {
+        warn("kernel %s launched on a stream of device %d while device %d is current", name, c.stream->device,
+             t_device);
+        fail(cudaErrorInvalidResourceHandle);
+        return;
+    }
+    for (int i = 0; i < nptrs; i++) {
+        if (!ptrs[i]) continue;
+        alloc_info info;
+        if (!find_alloc(ptrs[i], 0, NULL, &info) || info.kind != MEM_DEVICE) {
+            warn("kernel %s: pointer argument %d (%p) is not device memory", name, i + 1, ptrs[i]);
+            fail(cudaErrorIllegalAddress);
+            return;
+        }
+        if (info.device != t_device) {
+            warn("kernel %s on device %d: pointer argument %d is memory of device %d", name, t_device, i + 1,
+                 info.device);
+            fail(cudaErrorIllegalAddress);
+            return;
+        }
+    }
+
+    int known;   /* -1 unknown, 0 no barriers, 1 barriers */
+    {
+        std::lock_guard<std::mutex> lock(g_kernel_mu);
+        auto it = g_kernel_uses_barrier.find(key);
+        known = it == g_kernel_uses_barrier.end() ? -1 : it->second ? 1 : 0;
+    }
+    block_runner &r = t_run;
+    if (r.body) die("kernel %s launched from inside kernel %s", name, r.name);
+    r.name = name;
+    r.body = body;
+    r.ctx = ctx;
+    gridDim = g;
+    blockDim = b;
+    bool first = true;
+    for (unsigned int z = 0; z < g.z; z++)
+        for (unsigned int y = 0; y < g.y; y++)
+            for (unsigned int x = 0; x < g.x; x++) {
+                blockIdx.x = x;
+                blockIdx.y = y;
+                blockIdx.z = z;
+                if (known == 0) {
+                    r.fiber_mode = false;
+                    run_block_direct((unsigned int)nthreads);
+                } else {
+                    r.fiber_mode = true;
+                    r.used_barrier = false;
+                    run_block_fibers((unsigned int)nthreads);
+                    if (first && known < 0) {
+                        known = r.used_barrier ? 1 : 0;
+                        std::lock_guard<std::mutex> lock(g_kernel_mu);
+                        g_kernel_uses_barrier[key] = known == 1;
+                    }
+                }
+                first = false;
+            }
+    r.body = NULL;
+    r.ctx = NULL;
+    r.cur = NULL;
+}
+
+}   // namespace emu
+
+/* ---------------------------------------------------------------- runtime API */
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int *count)
+{
+    if (n_devices() == 0) {
+        *count = 0;
+        return fail(cudaErrorNoDevice);
+    }
+    *count = n_devices();
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device)
+{
+    if (device < 0 || device >= n_devices()) return fail(cudaErrorInvalidDevice);
+    t_device = device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *device)
+{
+    *device = t_device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError(void)
+{
+    cudaError_t e = t_last;
+    t_last = cudaSuccess;
+    return e;
+}
+
+cudaError_t cudaPeekAtLastError(void) { return t_last; }
+
+const char *cudaGetErrorString(cudaError_t err)
+{
+    switch (err) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInitializationError: return "initialization error";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorPeerAccessAlreadyEnabled: return "peer access is already enabled";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+    }
+    return "unknown error";
+}
+
+cudaError_t cudaMalloc(void **ptr, size_t size)
+{
+    *ptr = NULL;
+    std::lock_guard<std::mutex> lock(g_mem_mu);
+    if (g_used.size() < (size_t)n_devices()) g_used.resize(n_devices(), 0);
+    if (size > capacity() || g_used[t_device] + size > capacity()) return fail(cudaErrorMemoryAllocation);
+    void *p = aligned_alloc(256, (size + 255) / 256 * 256 + 256);
+    if (!p) return fail(cudaErrorMemoryAllocation);
+    g_allocs[(uintptr_t)p] = alloc_info{ size, t_device, MEM_DEVICE };
+    g_used[t_device] += size;
+    *ptr = p;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *ptr)
+{
+    if (!ptr) return cudaSuccess;
+    std::lock_guard<std::mutex> lock(g_mem_mu);
+    auto it = g_allocs.find((uintptr_t)ptr);
+    if (it == g_allocs.end() || it->second.kind != MEM_DEVICE) {
+        warn("cudaFree(%p): not the start of a device allocation", ptr);
+        return fail(cudaErrorInvalidDevicePointer);
+    }
+    g_used[it->second.device] -= it->second.size;
+    g_allocs.erase(it);
+    free(ptr);
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags)
+{
+    (void)flags;
+    void *p = aligned_alloc(256, (size + 255) / 256 * 256 + 256);
+    if (!p) return fail(cudaErrorMemoryAllocation);
+    std::lock_guard<std::mutex> lock(g_mem_mu);
+    g_allocs[(uintptr_t)p] = alloc_info{ size, -1, MEM_PINNED };
+    *ptr = p;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void *ptr)
+{
+    if (!ptr) return cudaSuccess;
+    std::lock_guard<std::mutex> lock(g_mem_mu);
+    auto it = g_allocs.find((uintptr_t)ptr);
+    if (it == g_allocs.end() || it->second.kind != MEM_PINNED) {
+        warn("cudaFreeHost(%p): not pinned host memory", ptr);
+        return fail(cudaErrorInvalidValue);
+    }
+    g_allocs.erase(it);
+    free(ptr);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
+{
+    std::lock_guard<std::mutex> lock(g_mem_mu);
+    if (g_used.size() < (size_t)n_devices()) g_used.resize(n_devices(), 0);
+    *total_bytes = capacity();
+    *free_bytes = capacity() - g_used[t_device];
+    return cudaSuccess;
+}
+
+static cudaError_t check_copy(const char *what, void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
+{
+    bool dd = is_device_mem(dst, n, NULL), sd = is_device_mem(src, n, NULL);
+    bool ok;
+    switch (kind) {
+    case cudaMemcpyHostToDevice: ok = dd && !sd; break;
+    case cudaMemcpyDeviceToHost: ok = !dd && sd; break;
+    case cudaMemcpyDeviceToDevice: ok = dd && sd; break;
+    case cudaMemcpyHostToHost: ok = !dd && !sd; break;
+    default: ok = true; break;
+    }
+    if (!ok) {
+        warn("%s of %zu bytes, kind %d: destination %p is %s, source %p is %s (or the bytes run past an "
+             "allocation)", what, n, (int)kind, dst, dd ? "device memory" : "not device memory", src,
+             sd ? "device memory" : "not device memory");
+        return fail(cudaErrorInvalidValue);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    (void)s;
+    if (n == 0) return cudaSuccess;
+    cudaError_t e = check_copy("cudaMemcpyAsync", dst, src, n, kind);
+    if (e) return e;
+    memmove(dst, src, n);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
+{
+    return cudaMemcpyAsync(dst, src, n, kind, NULL);
+}
+
+cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int src_device, size_t n,
+                                cudaStream_t s)
+{
+    (void)s;
+    if (n == 0) return cudaSuccess;
+    int dd = -1, sd = -1;
+    if (!is_device_mem(dst, n, &dd) || !is_device_mem(src, n, &sd) || dd != dst_device || sd != src_device) {
+        warn("cudaMemcpyPeerAsync of %zu bytes: destination on device %d (said %d), source on device %d (said %d)",
+             n, dd, dst_device, sd, src_device);
+        return fail(cudaErrorInvalidValue);
+    }
+    memmove(dst, src, n);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t n, cudaStream_t s)
+{
+    (void)s;
+    if (n == 0) return cudaSuccess;
+    if (!is_device_mem(ptr, n, NULL)) {
+        warn("cudaMemsetAsync of %zu bytes at %p: not inside one device allocation", n, ptr);
+        return fail(cudaErrorInvalidValue);
+    }
+    memset(ptr, value, n);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
+{
+    (void)flags;
+    *s = new emu_stream{ t_device };
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    delete s;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+    (void)s;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
+{
+    (void)s;
+    (void)flags;
+    if (!e) return fail(cudaErrorInvalidResourceHandle);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
+{
+    (void)flags;
+    *e = new emu_event{ t_device };
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    /* as on a GPU: the event and the stream must belong to the same device */
+    if (!e || (s && s->device != e->device)) {
+        warn("cudaEventRecord: event of device %d recorded on a stream of device %d", e ? e->device : -1,
+             s ? s->device : -1);
+        return fail(cudaErrorInvalidResourceHandle);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    delete e;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+
+cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer)
+{
+    if (device < 0 || device >= n_devices() || peer < 0 || peer >= n_devices()) return fail(cudaErrorInvalidDevice);
+    *can = device != peer;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags)
+{
+    static std::mutex mu;
+    static std::set<std::pair<int, int>> enabled;
+    (void)flags;
+    if (peer < 0 || peer >= n_devices() || peer == t_device) return fail(cudaErrorInvalidDevice);
+    std::lock_guard<std::mutex> lock(mu);
+    if (!enabled.insert({ t_device, peer }).second) return fail(cudaErrorPeerAccessAlreadyEnabled);
+    return cudaSuccess;
+}
+
+/* ---------------------------------------------------------------- cuBLAS */
+
+cublasStatus_t cublasCreate(cublasHandle_t *h)
+{
+    *h = new emu_cublas{ NULL, t_device, CUBLAS_DEFAULT_MATH };
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasDestroy(cublasHandle_t h)
+{
+    delete h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
+{
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    h->stream = s;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode)
+{
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    h->math = mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+const char *cublasGetStatusString(cublasStatus_t st)
+{
+    switch (st) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    }
+    return "CUBLAS_STATUS_UNKNOWN";
+}
+
+}   // extern "C"
+
+namespace {
+
+/* TF32: 10 explicit mantissa bits, rounded to nearest (ties away, as the tensor cores' input
+ * conversion is documented to round) */
+float to_tf32(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+    float r;
+    memcpy(&r, &u, 4);
+    return r;
+}
+
+/* Is [p, p + extent elements) inside one allocation of the handle's device? */
+bool operand_ok(cublasHandle_t h, const char *which, const void *p, long long extent, size_t esize)
+{
+    int dev = -1;
+    if (extent <= 0) return true;
+    if (!is_device_mem(p, (size_t)extent * esize, &dev) || dev != h->device) {
+        warn("cuBLAS gemm: operand %s (%p, %lld elements) is not inside device memory of device %d", which, p,
+             extent, h->device);
+        return false;
+    }
+    return true;
+}
+
+template <typename T>
+cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, T alpha,
+                    const T *A, int lda, long long sa, const T *B, int ldb, long long sb, T beta, T *C, int ldc,
+                    long long sc, int batch, bool tf32)
+{
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (h->device != t_device) {
+        warn("cuBLAS gemm: handle of device %d used while device %d is current", h->device, t_device);
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
+    if (h->stream && h->stream->device != h->device) return CUBLAS_STATUS_EXECUTION_FAILED;
+    int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
+    int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
+    if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < (ar > 1 ? ar : 1) || ldb < (br > 1 ? br : 1) ||
+        ldc < (m > 1 ? m : 1)) {
+        warn("cuBLAS gemm: invalid value m=%d n=%d k=%d lda=%d ldb=%d ldc=%d batch=%d (ops %d %d)", m, n, k, lda, ldb,
+             ldc, batch, (int)ta, (int)tb);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    if (m == 0 || n == 0 || batch == 0) return CUBLAS_STATUS_SUCCESS;
+    long long ea = k == 0 ? 0 : (long long)(ac - 1) * lda + ar, eb = k == 0 ? 0 : (long long)(bc - 1) * ldb + br;
+    long long ec = (long long)(n - 1) * ldc + m;
+    if (!operand_ok(h, "A", A, ea + (long long)(batch - 1) * sa, sizeof(T)) ||
+        !operand_ok(h, "B", B, eb + (long long)(batch - 1) * sb, sizeof(T)) ||
+        !operand_ok(h, "C", C, ec + (long long)(batch - 1) * sc, sizeof(T)))
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    for (int bi = 0; bi < batch; bi++) {
+        const T *a = A + bi * sa, *b = B + bi * sb;
+        T *c = C + bi * sc;
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                double acc = 0;
+                for (int p = 0; p < k; p++) {
+                    T x = ta == CUBLAS_OP_N ? a[i + (long long)p * lda] : a[p + (long long)i * lda];
+                    T y = tb == CUBLAS_OP_N ? b[p + (long long)j * ldb] : b[j + (long long)p * ldb];
+                    if (tf32) {
+                        x = (T)to_tf32((float)x);
+                        y = (T)to_tf32((float)y);
+                    }
+                    acc += (double)x * (double)y;
+                }
+                T &out = c[i + (long long)j * ldc];
+                /* beta == 0: C is not read (NaN in it does not propagate) */
+                out = (T)((double)alpha * acc + (beta == (T)0 ? 0.0 : (double)beta * (double)out));
+            }
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+}   // namespace
+
+extern "C" {
+
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void *alpha, const void *A, cudaDataType_t at, int lda, const void *B,
+                            cudaDataType_t bt, int ldb, const void *beta, void *C, cudaDataType_t ct, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t algo)
+{
+    return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, C, ct, ldc, 0,
+                                      1, compute, algo);
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                          int n, int k, const void *alpha, const void *A, cudaDataType_t at,
+                                          int lda, long long sa, const void *B, cudaDataType_t bt, int ldb,
+                                          long long sb, const void *beta, void *C, cudaDataType_t ct, int ldc,
+                                          long long sc, int batch, cublasComputeType_t compute,
+                                          cublasGemmAlgo_t algo)
+{
+    (void)algo;
+    if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F ||
+        (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    return gemm<float>(h, ta, tb, m, n, k, *(const float *)alpha, (const float *)A, lda, sa, (const float *)B, ldb,
+                       sb, *(const float *)beta, (float *)C, ldc, sc, batch, compute == CUBLAS_COMPUTE_32F_FAST_TF32);
+}
+
+cublasStatus_t cublasDgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                           const double *alpha, const double *A, int lda, const double *B, int ldb,
+                           const double *beta, double *C, int ldc)
+{
+    return gemm<double>(h, ta, tb, m, n, k, *alpha, A, lda, 0, B, ldb, 0, *beta, C, ldc, 0, 1, false);
+}
+
+cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                         int n, int k, const double *alpha, const double *A, int lda, long long sa,
+                                         const double *B, int ldb, long long sb, const double *beta, double *C,
+                                         int ldc, long long sc, int batch)
+{
+    return gemm<double>(h, ta, tb, m, n, k, *alpha, A, lda, sa, B, ldb, sb, *beta, C, ldc, sc, batch, false);
+}
+
+/* ---------------------------------------------------------------- NCCL */
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
+{
+    memset(id, 0, sizeof *id);
+    return ncclInvalidUsage;
+}
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank)
+{
+    (void)nranks; (void)id; (void)rank;
+    *comm = NULL;
+    return ncclInvalidUsage;
+}
+ncclResult_t ncclCommDestroy(ncclComm_t comm)
+{
+    (void)comm;
+    return ncclSuccess;
+}
+const char *ncclGetErrorString(ncclResult_t r)
+{
+    return r == ncclSuccess ? "no error" : "NCCL is not available in the CUDA emulation (spec/cudaemu)";
+}
+ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t s)
+{
+    (void)send; (void)recv; (void)count; (void)dt; (void)op; (void)comm; (void)s;
+    return ncclInvalidUsage;
+}
+ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t dt, int root,
+                           ncclComm_t comm, cudaStream_t s)
+{
+    (void)send; (void)recv; (void)count; (void)dt; (void)root; (void)comm; (void)s;
+    return ncclInvalidUsage;
+}
+ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t dt, ncclComm_t comm,
+                           cudaStream_t s)
+{
+    (void)send; (void)recv; (void)count; (void)dt; (void)comm; (void)s;
+    return ncclInvalidUsage;
+}
+
+}   // extern "C"

@@ -1,0 +1,219 @@
+/* cuda_runtime.h (emulation): the part of the CUDA runtime that kernels/ uses, for
+ * compiling the kernels' source with the host C++ compiler and running it on the CPU.
+ * It checks the CUDA logic of the backend on a machine without a GPU: launch geometry,
+ * index arithmetic, strided offsets, block reductions (__syncthreads and warp shuffles
+ * run with the same barrier semantics as on a GPU), the caching allocator, copies between
+ * devices, and cuBLAS's argument rules.  It does not model timing, the memory model,
+ * asynchrony (every call completes before it returns) or floating-point details of the
+ * hardware.  See spec/cudaemu/README.md.
+ *
+ * Kernel launches `k<<<grid, block, shared, stream>>>(args)` are rewritten by
+ * spec/cudaemu/launch.sed into
+ * `::emu::launch(::emu::cfg(grid, block, shared, stream), "k", k, args)` before compiling. */
+#ifndef DP_CUDAEMU_CUDA_RUNTIME_H
+#define DP_CUDAEMU_CUDA_RUNTIME_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+/* ---------------------------------------------------------------- qualifiers */
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __launch_bounds__(...)
+/* one copy per block: blocks of a launch run one after another on the launching thread */
+#define __shared__ static thread_local
+
+/* ---------------------------------------------------------------- types */
+typedef enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInitializationError = 3,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorInvalidDevicePointer = 17,
+    cudaErrorInvalidMemcpyDirection = 21,
+    cudaErrorNoDevice = 100,
+    cudaErrorInvalidDevice = 101,
+    cudaErrorPeerAccessAlreadyEnabled = 704,
+    cudaErrorInvalidResourceHandle = 400,
+    cudaErrorIllegalAddress = 700,
+    cudaErrorLaunchFailure = 719,
+} cudaError_t;
+
+enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4,
+};
+
+typedef struct emu_stream *cudaStream_t;
+typedef struct emu_event *cudaEvent_t;
+
+#define cudaStreamDefault 0x00
+#define cudaStreamNonBlocking 0x01
+#define cudaEventDefault 0x00
+#define cudaEventDisableTiming 0x02
+#define cudaHostAllocDefault 0x00
+#define cudaHostAllocPortable 0x01
+
+typedef enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_64F = 1 } cudaDataType_t;
+
+struct uint3 {
+    unsigned int x, y, z;
+};
+struct dim3 {
+    unsigned int x, y, z;
+    dim3(unsigned int x_ = 1, unsigned int y_ = 1, unsigned int z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+/* ---------------------------------------------------------------- runtime API */
+extern "C" {
+cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaPeekAtLastError(void);
+const char *cudaGetErrorString(cudaError_t err);
+cudaError_t cudaMalloc(void **ptr, size_t size);
+cudaError_t cudaFree(void *ptr);
+cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags);
+cudaError_t cudaFreeHost(void *ptr);
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind);
+cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int src_device, size_t n,
+                                cudaStream_t s);
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t n, cudaStream_t s);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer);
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags);
+}
+
+/* ---------------------------------------------------------------- device built-ins */
+/* Set by the scheduler before it resumes each emulated thread. */
+extern thread_local uint3 threadIdx;
+extern thread_local uint3 blockIdx;
+extern thread_local dim3 blockDim;
+extern thread_local dim3 gridDim;
+
+namespace emu {
+/* block barrier; warp exchange of up to 8 bytes (returns the value of lane src_lane) */
+void sync_block();
+uint64_t warp_exchange(uint64_t mine, int src_lane, bool valid);
+void atomic_lock();
+void atomic_unlock();
+}
+
+inline void __syncthreads() { emu::sync_block(); }
+
+template <typename T> inline T __shfl_down_sync(unsigned int mask, T v, unsigned int delta)
+{
+    static_assert(sizeof(T) <= 8, "__shfl_down_sync of a type wider than 8 bytes");
+    (void)mask;
+    unsigned int lin = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    unsigned int lane = lin & 31u, nthreads = blockDim.x * blockDim.y * blockDim.z;
+    uint64_t bits = 0;
+    memcpy(&bits, &v, sizeof(T));
+    bool valid = lane + delta < 32u && lin + delta < nthreads;
+    bits = emu::warp_exchange(bits, (int)(lane + delta), valid);
+    if (!valid) return v;
+    T r;
+    memcpy(&r, &bits, sizeof(T));
+    return r;
+}
+
+template <typename T> inline T atomicAdd(T *p, T v)
+{
+    emu::atomic_lock();
+    T old = *p;
+    *p = old + v;
+    emu::atomic_unlock();
+    return old;
+}
+
+/* round-to-nearest intrinsics: the host's arithmetic rounds to nearest already */
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsqrt_rn(float a) { return sqrtf(a); }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __ddiv_rn(double a, double b) { return a / b; }
+inline double __dsqrt_rn(double a) { return sqrt(a); }
+
+/* ---------------------------------------------------------------- launches */
+namespace emu {
+
+struct cfg {
+    dim3 grid, block;
+    size_t shared;
+    cudaStream_t stream;
+    cfg(dim3 g, dim3 b, size_t shm = 0, cudaStream_t s = 0) : grid(g), block(b), shared(shm), stream(s) {}
+};
+
+/* Runs body(ctx) once per thread of every block, after checking the configuration and
+ * the pointer arguments (ptrs: n of them; each must be null or device memory of the
+ * current device).  key identifies the kernel (its barrier use is learnt per kernel). */
+void run(const cfg &c, const void *key, const char *name, const void *const *ptrs, int nptrs,
+         void (*body)(void *), void *ctx);
+
+template <typename T> inline void collect_ptr(const T &v, const void **out, int &n)
+{
+    if constexpr (std::is_pointer<T>::value) out[n++] = (const void *)v;
+    (void)v; (void)out; (void)n;
+}
+
+/* An argument converted to its parameter's type as a call would convert it (NULL, an
+ * integer constant to the host compiler, becomes a null pointer). */
+template <typename P, typename A> inline typename std::decay<P>::type arg(A &&a)
+{
+    if constexpr (std::is_pointer<typename std::decay<P>::type>::value &&
+                  std::is_integral<typename std::decay<A>::type>::value)
+        return nullptr;
+    else
+        return std::forward<A>(a);
+}
+
+template <typename... P> struct call {
+    void (*k)(P...);
+    std::tuple<typename std::decay<P>::type...> args;
+    static void body(void *self)
+    {
+        call *c = (call *)self;
+        std::apply(c->k, c->args);
+    }
+};
+
+template <typename... P, typename... A>
+inline void launch(const cfg &c, const char *name, void (*k)(P...), A &&...a)
+{
+    static_assert(sizeof...(P) == sizeof...(A), "kernel launched with the wrong number of arguments");
+    call<P...> cl{ k, std::tuple<typename std::decay<P>::type...>(arg<P>(std::forward<A>(a))...) };
+    const void *ptrs[sizeof...(P) + 1];
+    int n = 0;
+    std::apply([&](const auto &...v) { (collect_ptr(v, ptrs, n), ...); }, cl.args);
+    run(c, (const void *)k, name, ptrs, n, &call<P...>::body, &cl);
+}
+
+}   // namespace emu
+
+#endif

@@ -1,0 +1,68 @@
+-- spec/gpu/errors.lua: bad input on CUDA devices gives a Lua error that says what happened
+-- and leaves the devices usable: a device that does not exist, devices mixed in one op,
+-- malformed device names, an out-of-range index, and memory exhaustion followed by work.
+--   build-gpu/dplua spec/gpu/errors.lua
+local here = debug.getinfo(1, 'S').source:match('^@(.*[/\\])') or './'
+local G = dofile(here .. 'common.lua')
+G.require_device()
+local n = torch.cuda.device_count()
+
+local function raises(fn, ...)
+  local parts = { ... }
+  local ok, err = pcall(fn)
+  assert(not ok, 'no error')
+  err = tostring(err)
+  for _, p in ipairs(parts) do assert(err:find(p, 1, true), 'message "' .. err .. '" lacks "' .. p .. '"') end
+  return true
+end
+
+local function still_works()
+  local x = torch.arange(1, 101, { device = 'cuda:0' })
+  return (x * 2):sum():item() == 10100
+end
+
+G.expect('a device that does not exist names it and the count', function()
+  raises(function() return torch.zeros(3, { device = 'cuda:' .. (n + 5) }) end, 'cuda:' .. (n + 5))
+  raises(function() return torch.ones(3):to('cuda:' .. n) end, 'cuda:' .. n)
+  return still_works()
+end)
+
+G.expect('malformed device names', function()
+  raises(function() return torch.zeros(3, { device = 'cuda:x' }) end, 'cuda:x')
+  raises(function() return torch.zeros(3, { device = 'cuda:-1' }) end, 'cuda:-1')
+  return still_works()
+end)
+
+G.expect('mixing the CPU and a GPU in one op', function()
+  raises(function() return torch.ones(3, { device = 'cuda:0' }) * torch.ones(3) end,
+    'expected all tensors to be on the same device')
+  raises(function() return torch.ones(2, 3, { device = 'cuda:0' }):matmul(torch.ones(3, 2)) end,
+    'expected all tensors to be on the same device')
+  return still_works()
+end)
+
+if n >= 2 then
+  G.expect('mixing two GPUs in one op', function()
+    raises(function() return torch.ones(3, { device = 'cuda:0' }) + torch.ones(3, { device = 'cuda:1' }) end,
+      'expected all tensors to be on the same device', 'cuda:0', 'cuda:1')
+    return still_works()
+  end)
+end
+
+G.expect('an index out of range on the device', function()
+  local x = torch.randn(5, 3):to('cuda:0')
+  raises(function() return x:index_select(1, torch.tensor({ 1, 9 }):to('cuda:0')) end, '9')
+  return still_works()
+end)
+
+G.expect('exhausting memory twice, then ordinary work', function()
+  for _ = 1, 2 do
+    raises(function() return torch.empty(1024 * 1024 * 1024 * 1024, { device = 'cuda:0' }) end,
+      'CUDA out of memory. Tried to allocate', 'on cuda:0')
+  end
+  local keep = {}
+  for i = 1, 20 do keep[i] = torch.randn(1000, { device = 'cuda:0' }) end
+  return still_works()
+end)
+
+os.exit(G.finish() and 0 or 1)
