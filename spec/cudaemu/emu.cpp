@@ -14,8 +14,10 @@
  * name.  A kernel whose first block used no barrier runs later blocks as plain calls, one
  * thread after another (a barrier there aborts, naming the kernel).
  *
- * Streams and events exist for their devices; every call completes before it returns, so
- * waits are no-ops. */
+ * Streams.  Work queues on its stream and runs only when something waits for it: a stream
+ * or device synchronisation, an event wait that reaches it, a copy into pageable host
+ * memory, cudaFree.  That is the latest schedule CUDA allows, so a missing wait shows as
+ * stale or clobbered data.  DPLUA_EMU_SYNC=1 runs everything when it is issued. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,11 +42,18 @@ thread_local uint3 blockIdx;
 thread_local dim3 blockDim;
 thread_local dim3 gridDim;
 
+/* A stream: work queued in order, run when something waits for it (see submit). */
 struct emu_stream {
     int device;
+    std::mutex mu;                            /* guards q and the counters */
+    std::deque<std::function<void()>> q;
+    uint64_t queued = 0, started = 0;         /* operations ever queued / taken to run */
+    std::mutex run_mu;                        /* one runner at a time keeps the order */
 };
 struct emu_event {
     int device;
+    emu_stream *stream;                       /* where it was recorded (NULL: never) */
+    uint64_t mark;                            /* the stream's work up to then */
 };
 struct emu_cublas {
     cudaStream_t stream;
@@ -288,6 +297,58 @@ void run_block_direct(unsigned int nthreads)
     }
 }
 
+/* ---------------------------------------------------------------- stream queues */
+
+/* DPLUA_EMU_SYNC=1: every operation runs when it is issued.  Otherwise work waits in its
+ * stream's queue until something waits for it (a stream or device synchronisation, an
+ * event wait that reaches it, a copy into pageable host memory, cudaFree): the latest
+ * schedule CUDA allows, so a missing wait shows as stale data. */
+bool sync_mode()
+{
+    static bool s = env_int("DPLUA_EMU_SYNC", 0) != 0;
+    return s;
+}
+
+/* Queued work runs under one lock, whichever thread runs it: no cycle of waits between
+ * streams can deadlock, and kernels never run concurrently. */
+std::recursive_mutex g_exec_mu;
+std::mutex g_streams_mu;
+std::set<emu_stream *> g_streams;
+
+/* Runs the stream's queued operations until `mark` of them have been taken. */
+void drain(emu_stream *s, uint64_t mark)
+{
+    std::lock_guard<std::recursive_mutex> run(g_exec_mu);
+    for (;;) {
+        std::function<void()> fn;
+        {
+            std::lock_guard<std::mutex> lock(s->mu);
+            if (s->started >= mark || s->q.empty()) return;
+            fn = std::move(s->q.front());
+            s->q.pop_front();
+            s->started++;
+        }
+        fn();
+    }
+}
+
+uint64_t queued(emu_stream *s)
+{
+    std::lock_guard<std::mutex> lock(s->mu);
+    return s->queued;
+}
+
+void drain_all(int device)   /* device < 0: every device */
+{
+    std::vector<emu_stream *> all;
+    {
+        std::lock_guard<std::mutex> lock(g_streams_mu);
+        for (emu_stream *s : g_streams)
+            if (device < 0 || s->device == device) all.push_back(s);
+    }
+    for (emu_stream *s : all) drain(s, queued(s));
+}
+
 std::mutex g_kernel_mu;
 std::unordered_map<const void *, bool> g_kernel_uses_barrier;
 std::mutex g_atomic_mu;
@@ -311,11 +372,22 @@ uint64_t warp_exchange(uint64_t mine, int src_lane, bool valid)
     return v;
 }
 
+void submit(cudaStream_t s, std::function<void()> fn)
+{
+    if (!s || sync_mode()) {
+        std::lock_guard<std::recursive_mutex> run(g_exec_mu);
+        fn();
+        return;
+    }
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->q.push_back(std::move(fn));
+    s->queued++;
+}
+
 void atomic_lock() { g_atomic_mu.lock(); }
 void atomic_unlock() { g_atomic_mu.unlock(); }
 
-void run(const cfg &c, const void *key, const char *name, const void *const *ptrs, int nptrs,
-         void (*body)(void *), void *ctx)
+bool check_launch(const cfg &c, const char *name, const void *const *ptrs, int nptrs)
 {
     const dim3 &g = c.grid, &b = c.block;
     unsigned long long nthreads = (unsigned long long)b.x * b.y * b.z;
@@ -323,18 +395,18 @@ void run(const cfg &c, const void *key, const char *name, const void *const *ptr
         g.x > 2147483647u || g.y > 65535 || g.z > 65535) {
         warn("kernel %s: invalid configuration grid (%u,%u,%u) block (%u,%u,%u)", name, g.x, g.y, g.z, b.x, b.y, b.z);
         fail(cudaErrorInvalidConfiguration);
-        return;
+        return false;
     }
     if (c.shared > 48 * 1024) {
         warn("kernel %s: %zu bytes of dynamic shared memory", name, c.shared);
         fail(cudaErrorInvalidValue);
-        return;
+        return false;
     }
     if (c.stream && c.stream->device != t_device) {
         warn("kernel %s launched on a stream of device %d while device %d is current", name, c.stream->device,
              t_device);
         fail(cudaErrorInvalidResourceHandle);
-        return;
+        return false;
     }
     for (int i = 0; i < nptrs; i++) {
         if (!ptrs[i]) continue;
@@ -342,16 +414,22 @@ void run(const cfg &c, const void *key, const char *name, const void *const *ptr
         if (!find_alloc(ptrs[i], 0, NULL, &info) || info.kind != MEM_DEVICE) {
             warn("kernel %s: pointer argument %d (%p) is not device memory", name, i + 1, ptrs[i]);
             fail(cudaErrorIllegalAddress);
-            return;
+            return false;
         }
         if (info.device != t_device) {
             warn("kernel %s on device %d: pointer argument %d is memory of device %d", name, t_device, i + 1,
                  info.device);
             fail(cudaErrorIllegalAddress);
-            return;
+            return false;
         }
     }
+    return true;
+}
 
+void execute(const cfg &c, const void *key, const char *name, void (*body)(void *), void *ctx)
+{
+    const dim3 &g = c.grid, &b = c.block;
+    unsigned long long nthreads = (unsigned long long)b.x * b.y * b.z;
     int known;   /* -1 unknown, 0 no barriers, 1 barriers */
     {
         std::lock_guard<std::mutex> lock(g_kernel_mu);
@@ -359,7 +437,7 @@ void run(const cfg &c, const void *key, const char *name, const void *const *ptr
         known = it == g_kernel_uses_barrier.end() ? -1 : it->second ? 1 : 0;
     }
     block_runner &r = t_run;
-    if (r.body) die("kernel %s launched from inside kernel %s", name, r.name);
+    if (r.body) die("kernel %s run from inside kernel %s", name, r.name);
     r.name = name;
     r.body = body;
     r.ctx = ctx;
@@ -467,6 +545,7 @@ cudaError_t cudaMalloc(void **ptr, size_t size)
 cudaError_t cudaFree(void *ptr)
 {
     if (!ptr) return cudaSuccess;
+    drain_all(-1);   /* as on a GPU, cudaFree waits for the device */
     std::lock_guard<std::mutex> lock(g_mem_mu);
     auto it = g_allocs.find((uintptr_t)ptr);
     if (it == g_allocs.end() || it->second.kind != MEM_DEVICE) {
@@ -493,6 +572,7 @@ cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags)
 cudaError_t cudaFreeHost(void *ptr)
 {
     if (!ptr) return cudaSuccess;
+    drain_all(-1);
     std::lock_guard<std::mutex> lock(g_mem_mu);
     auto it = g_allocs.find((uintptr_t)ptr);
     if (it == g_allocs.end() || it->second.kind != MEM_PINNED) {
@@ -533,13 +613,27 @@ static cudaError_t check_copy(const char *what, void *dst, const void *src, size
     return cudaSuccess;
 }
 
+static bool is_pinned(const void *p, size_t n)
+{
+    alloc_info info;
+    return find_alloc(p, n, NULL, &info) && info.kind == MEM_PINNED;
+}
+
+/* As the CUDA runtime: a copy from pageable host memory takes the bytes when it is issued
+ * (the host may reuse them at once); one into pageable host memory returns when it has
+ * completed; copies from and to pinned memory, and on the device, run in stream order. */
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
 {
-    (void)s;
     if (n == 0) return cudaSuccess;
     cudaError_t e = check_copy("cudaMemcpyAsync", dst, src, n, kind);
     if (e) return e;
-    memmove(dst, src, n);
+    if (kind == cudaMemcpyHostToDevice && !is_pinned(src, n)) {
+        auto staged = std::make_shared<std::vector<char>>((const char *)src, (const char *)src + n);
+        emu::submit(s, [dst, staged]() { memcpy(dst, staged->data(), staged->size()); });
+        return cudaSuccess;
+    }
+    emu::submit(s, [dst, src, n]() { memmove(dst, src, n); });
+    if (kind == cudaMemcpyDeviceToHost && !is_pinned(dst, n) && s) drain(s, queued(s));
     return cudaSuccess;
 }
 
@@ -551,7 +645,6 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind
 cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int src_device, size_t n,
                                 cudaStream_t s)
 {
-    (void)s;
     if (n == 0) return cudaSuccess;
     int dd = -1, sd = -1;
     if (!is_device_mem(dst, n, &dd) || !is_device_mem(src, n, &sd) || dd != dst_device || sd != src_device) {
@@ -559,53 +652,71 @@ cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int 
              n, dd, dst_device, sd, src_device);
         return fail(cudaErrorInvalidValue);
     }
-    memmove(dst, src, n);
+    emu::submit(s, [dst, src, n]() { memmove(dst, src, n); });
     return cudaSuccess;
 }
 
 cudaError_t cudaMemsetAsync(void *ptr, int value, size_t n, cudaStream_t s)
 {
-    (void)s;
     if (n == 0) return cudaSuccess;
     if (!is_device_mem(ptr, n, NULL)) {
         warn("cudaMemsetAsync of %zu bytes at %p: not inside one device allocation", n, ptr);
         return fail(cudaErrorInvalidValue);
     }
-    memset(ptr, value, n);
+    emu::submit(s, [ptr, value, n]() { memset(ptr, value, n); });
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
 {
     (void)flags;
-    *s = new emu_stream{ t_device };
+    emu_stream *st = new emu_stream;
+    st->device = t_device;
+    std::lock_guard<std::mutex> lock(g_streams_mu);
+    g_streams.insert(st);
+    *s = st;
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
+    if (!s) return fail(cudaErrorInvalidResourceHandle);
+    drain(s, queued(s));
+    {
+        std::lock_guard<std::mutex> lock(g_streams_mu);
+        g_streams.erase(s);
+    }
     delete s;
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
-    (void)s;
+    if (s) drain(s, queued(s));
     return cudaSuccess;
 }
 
+/* The waiting stream's later work runs after the event's: a marker in its queue runs the
+ * recorded stream up to the event when it is reached. */
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
 {
-    (void)s;
     (void)flags;
     if (!e) return fail(cudaErrorInvalidResourceHandle);
+    emu_stream *other = e->stream;
+    uint64_t mark = e->mark;
+    if (!other || other == s) return cudaSuccess;
+    if (!s) {
+        drain(other, mark);
+        return cudaSuccess;
+    }
+    emu::submit(s, [other, mark]() { drain(other, mark); });
     return cudaSuccess;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
 {
     (void)flags;
-    *e = new emu_event{ t_device };
+    *e = new emu_event{ t_device, NULL, 0 };
     return cudaSuccess;
 }
 
@@ -617,6 +728,8 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
              s ? s->device : -1);
         return fail(cudaErrorInvalidResourceHandle);
     }
+    e->stream = s;
+    e->mark = s ? queued(s) : 0;
     return cudaSuccess;
 }
 
@@ -626,7 +739,11 @@ cudaError_t cudaEventDestroy(cudaEvent_t e)
     return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void)
+{
+    drain_all(t_device);
+    return cudaSuccess;
+}
 
 cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer)
 {
@@ -717,6 +834,11 @@ bool operand_ok(cublasHandle_t h, const char *which, const void *p, long long ex
 }
 
 template <typename T>
+void gemm_run(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, T alpha, const T *A, int lda,
+              long long sa, const T *B, int ldb, long long sb, T beta, T *C, int ldc, long long sc, int batch,
+              bool tf32);
+
+template <typename T>
 cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, T alpha,
                     const T *A, int lda, long long sa, const T *B, int ldb, long long sb, T beta, T *C, int ldc,
                     long long sc, int batch, bool tf32)
@@ -742,6 +864,16 @@ cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb
         !operand_ok(h, "B", B, eb + (long long)(batch - 1) * sb, sizeof(T)) ||
         !operand_ok(h, "C", C, ec + (long long)(batch - 1) * sc, sizeof(T)))
         return CUBLAS_STATUS_EXECUTION_FAILED;
+    emu::submit(h->stream, [=]() { gemm_run<T>(ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc,
+                                               batch, tf32); });
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+template <typename T>
+void gemm_run(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, T alpha, const T *A, int lda,
+              long long sa, const T *B, int ldb, long long sb, T beta, T *C, int ldc, long long sc, int batch,
+              bool tf32)
+{
     for (int bi = 0; bi < batch; bi++) {
         const T *a = A + bi * sa, *b = B + bi * sb;
         T *c = C + bi * sc;
@@ -762,7 +894,6 @@ cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb
                 out = (T)((double)alpha * acc + (beta == (T)0 ? 0.0 : (double)beta * (double)out));
             }
     }
-    return CUBLAS_STATUS_SUCCESS;
 }
 
 }   // namespace

@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <functional>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -170,11 +172,15 @@ struct cfg {
     cfg(dim3 g, dim3 b, size_t shm = 0, cudaStream_t s = 0) : grid(g), block(b), shared(shm), stream(s) {}
 };
 
-/* Runs body(ctx) once per thread of every block, after checking the configuration and
- * the pointer arguments (ptrs: n of them; each must be null or device memory of the
- * current device).  key identifies the kernel (its barrier use is learnt per kernel). */
-void run(const cfg &c, const void *key, const char *name, const void *const *ptrs, int nptrs,
-         void (*body)(void *), void *ctx);
+/* Checks a launch as the driver would when it is made: the configuration, the stream's
+ * device, and the pointer arguments (ptrs: n of them; each must be null or device memory
+ * of the current device).  false: the error is set and nothing runs. */
+bool check_launch(const cfg &c, const char *name, const void *const *ptrs, int nptrs);
+/* Queues fn on the stream (runs it at once on the null stream or with DPLUA_EMU_SYNC=1). */
+void submit(cudaStream_t s, std::function<void()> fn);
+/* Runs body(ctx) once per thread of every block (key identifies the kernel: its barrier
+ * use is learnt per kernel). */
+void execute(const cfg &c, const void *key, const char *name, void (*body)(void *), void *ctx);
 
 template <typename T> inline void collect_ptr(const T &v, const void **out, int &n)
 {
@@ -207,11 +213,13 @@ template <typename... P, typename... A>
 inline void launch(const cfg &c, const char *name, void (*k)(P...), A &&...a)
 {
     static_assert(sizeof...(P) == sizeof...(A), "kernel launched with the wrong number of arguments");
-    call<P...> cl{ k, std::tuple<typename std::decay<P>::type...>(arg<P>(std::forward<A>(a))...) };
+    auto cl = std::make_shared<call<P...>>(
+        call<P...>{ k, std::tuple<typename std::decay<P>::type...>(arg<P>(std::forward<A>(a))...) });
     const void *ptrs[sizeof...(P) + 1];
     int n = 0;
-    std::apply([&](const auto &...v) { (collect_ptr(v, ptrs, n), ...); }, cl.args);
-    run(c, (const void *)k, name, ptrs, n, &call<P...>::body, &cl);
+    std::apply([&](const auto &...v) { (collect_ptr(v, ptrs, n), ...); }, cl->args);
+    if (!check_launch(c, name, ptrs, n)) return;
+    submit(c.stream, [c, k, name, cl]() { execute(c, (const void *)k, name, &call<P...>::body, cl.get()); });
 }
 
 }   // namespace emu
