@@ -432,9 +432,17 @@ static void *cuda_alloc_host(size_t nbytes)
     return p;
 }
 
+/* A copy from this memory may still be queued (non_blocking): every stream finishes its
+ * queued work before the memory goes back. */
 static void cuda_free_host(void *ptr)
 {
     if (ptr) {
+        for (device_state *d : g_devices) {
+            if (!d->ready) continue;
+            cudaSetDevice(d->phys);
+            cudaStreamSynchronize(d->stream);
+        }
+        (void)cudaGetLastError();
         cudaFreeHost(ptr);
         (void)cudaGetLastError();
     }

@@ -885,6 +885,16 @@ static int push_same_or_new(lua_State *L, dp_tensor *self, dp_tensor **slot)
     return lt_done(L, *slot);
 }
 
+static int t_pin_memory(lua_State *L)
+{
+    dp_tensor *t = lt_check(L, 1);
+    dp_tensor **slot = lt_newslot(L);
+    *slot = dp_pin_memory(t);
+    return push_same_or_new(L, t, slot);
+}
+
+static int t_is_pinned(lua_State *L) { lua_pushboolean(L, dp_is_pinned(lt_check(L, 1))); return 1; }
+
 static int t_contiguous(lua_State *L)
 {
     dp_tensor *t = lt_check(L, 1);
@@ -1041,7 +1051,7 @@ const luaL_Reg lt_shape_functions[] = {
 const luaL_Reg lt_tensor_methods[] = {
     { "size", t_size }, { "dim", t_dim }, { "nelement", t_numel }, { "item", t_item }, { "tolist", t_tolist },
     { "is_contiguous", t_is_contiguous }, { "stride", t_stride }, { "view", t_view }, { "expand", t_expand },
-    { "contiguous", t_contiguous }, { "to", t_to }, { "cuda", t_cuda }, { "cpu", t_cpu },
+    { "contiguous", t_contiguous }, { "pin_memory", t_pin_memory }, { "is_pinned", t_is_pinned }, { "to", t_to }, { "cuda", t_cuda }, { "cpu", t_cpu },
     { "float", t_float }, { "double", t_double }, { "long", t_long }, { "bool", t_bool },
     { "type", t_type }, { "backward", t_backward }, { "requires_grad_", t_requires_grad_ },
     { "_version", t_version }, { "data_ptr", t_data_ptr }, { "storage_offset", t_storage_offset },

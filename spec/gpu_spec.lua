@@ -60,6 +60,15 @@ describe('CUDA without a GPU', function()
     assert_contains(err(function() return torch.ones(3):to('cuda:1') end), 'CUDA is not available')
   end)
 
+  it('refuses pin_memory with a clear error, and a DataLoader with pin_memory still loads', function()
+    assert_contains(err(function() return torch.randn(3):pin_memory() end), 'pinned memory needs CUDA')
+    assert.is_false(torch.randn(3):is_pinned())
+    local dl = torch.data.DataLoader(torch.data.TensorDataset(torch.arange(1, 11)), { batch_size = 4, pin_memory = true })
+    local sizes = {}
+    for x in dl:iter() do sizes[#sizes + 1] = x:size(1); assert.is_false(x:is_pinned()) end
+    assert.are.same({ 4, 4, 2 }, sizes)
+  end)
+
   it('keeps working on the CPU after a refused cuda use', function()
     pcall(torch.zeros, 2, { device = 'cuda:0' })
     assert.are.equal(6, torch.ones(2, 3):sum():item())

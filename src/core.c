@@ -184,6 +184,21 @@ int dp_cuda_device_count(void)
     return g_cuda_count;
 }
 
+void *dp_cuda_host_alloc(size_t nbytes)
+{
+    if (dp_cuda_device_count() == 0) {
+        dp_error("pinned memory needs CUDA, and CUDA is not available: %s", g_cuda_why);
+        return NULL;
+    }
+    if (!g_cuda_backend->alloc_host) { dp_error("this CUDA backend has no pinned memory"); return NULL; }
+    return g_cuda_backend->alloc_host(nbytes ? nbytes : 1);
+}
+
+void dp_cuda_host_free(void *p)
+{
+    if (p && g_cuda_backend && g_cuda_backend->free_host) g_cuda_backend->free_host(p);
+}
+
 void *dp_cuda_symbol(const char *name)
 {
     pthread_once(&g_cuda_once, cuda_load);

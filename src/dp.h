@@ -92,6 +92,10 @@ typedef struct dp_storage {
 } dp_storage;
 
 dp_storage *dp_storage_new(dp_device dev, size_t nbytes);
+/* Page-locked host memory from the CUDA backend (dev is a CPU device); an error when CUDA
+ * is not available.  Copies from it to a GPU can run asynchronously (non_blocking). */
+dp_storage *dp_storage_new_pinned(dp_device dev, size_t nbytes);
+bool dp_storage_is_pinned(const dp_storage *s);
 void dp_storage_retain(dp_storage *s);
 void dp_storage_release(dp_storage *s);
 
@@ -188,6 +192,9 @@ dp_tensor *dp_contiguous(dp_tensor *t);   /* returns t retained when already con
 dp_tensor *dp_clone(dp_tensor *t);
 /* Returns t retained when nothing changes. */
 dp_tensor *dp_to(dp_tensor *t, dp_device dev, dp_dtype dt, bool non_blocking);
+/* A copy of a CPU tensor in pinned memory (t itself when it is pinned already). */
+dp_tensor *dp_pin_memory(dp_tensor *t);
+bool dp_is_pinned(const dp_tensor *t);
 dp_tensor *dp_cat(int n, dp_tensor *const *ts, int dim);
 dp_tensor *dp_stack(int n, dp_tensor *const *ts, int dim);
 dp_tensor *dp_index_select(dp_tensor *t, int dim, dp_tensor *index);  /* index: int64 1-D, 0-based */

@@ -84,7 +84,12 @@ int dp_check_inplace(dp_tensor *t, const char *op)
 
 /* ---------------------------------------------------------------- copies and device moves */
 
-int dp_copy_raw(dp_tensor *dst, dp_tensor *src)
+static int copy_raw(dp_tensor *dst, dp_tensor *src, bool non_blocking);
+
+int dp_copy_raw(dp_tensor *dst, dp_tensor *src) { return copy_raw(dst, src, false); }
+
+/* non_blocking: a host-to-GPU copy whose source is pinned memory returns once queued. */
+static int copy_raw(dp_tensor *dst, dp_tensor *src, bool non_blocking)
 {
     if (dp_numel(dst) == 0) return 0;
     if (dp_device_eq(dst->device, src->device)) {
@@ -108,7 +113,9 @@ int dp_copy_raw(dp_tensor *dst, dp_tensor *src)
     const dp_backend *sb = dp_backend_for(src->device), *db = dp_backend_for(dst->device);
     if (!sb || !db) goto done;
     if (src->device.type == DP_DEVICE_CPU && dst->device.type == DP_DEVICE_CPU) rc = db->copy_d2d(dst->device, dp_data(stage), src->device, dp_data(tmp), bytes);
-    else if (src->device.type == DP_DEVICE_CPU) rc = db->copy_h2d(dst->device, dp_data(stage), dp_data(tmp), bytes, false);
+    else if (src->device.type == DP_DEVICE_CPU)
+        rc = db->copy_h2d(dst->device, dp_data(stage), dp_data(tmp), bytes,
+                          non_blocking && stage == dst && dp_storage_is_pinned(tmp->storage));
     else if (dst->device.type == DP_DEVICE_CPU) rc = sb->copy_d2h(src->device, dp_data(stage), dp_data(tmp), bytes);
     else rc = db->copy_d2d(dst->device, dp_data(stage), src->device, dp_data(tmp), bytes);
     if (!rc) dp_count_copied(bytes);
@@ -162,7 +169,7 @@ dp_tensor *dp_to(dp_tensor *t, dp_device dev, dp_dtype dt, bool non_blocking)
         return r;
     }
     dp_tensor *out = dp_empty(t->ndim, t->sizes, dt, dev);
-    if (out && dp_copy_raw(out, t)) { dp_tensor_release(out); return NULL; }
+    if (out && copy_raw(out, t, non_blocking)) { dp_tensor_release(out); return NULL; }
     return record1(out, t, "ToCopyBackward", identity_backward);
 }
 

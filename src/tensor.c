@@ -117,6 +117,29 @@ dp_storage *dp_storage_new(dp_device dev, size_t nbytes)
     return s;
 }
 
+static void pinned_deleter(void *ctx, void *data) { (void)ctx; dp_cuda_host_free(data); }
+
+dp_storage *dp_storage_new_pinned(dp_device dev, size_t nbytes)
+{
+    if (dev.type != DP_DEVICE_CPU) { dp_error("pinned memory is host memory: asked for it on a CUDA device"); return NULL; }
+    if (dp_device_check(dev)) return NULL;
+    void *p = dp_cuda_host_alloc(nbytes);
+    if (!p) return NULL;
+    dp_storage *s = calloc(1, sizeof *s);
+    if (!s) { dp_cuda_host_free(p); dp_error("out of memory"); return NULL; }
+    s->refcount = 1;
+    s->device = dev;
+    s->nbytes = nbytes;
+    s->data = p;
+    s->deleter = pinned_deleter;
+    atomic_store(&g_made, true);
+    atomic_fetch_add(&g_bytes_ever, nbytes);
+    atomic_fetch_add(&g_host_bytes, nbytes);
+    return s;
+}
+
+bool dp_storage_is_pinned(const dp_storage *s) { return s && s->deleter == pinned_deleter; }
+
 void dp_storage_retain(dp_storage *s) { __atomic_add_fetch(&s->refcount, 1, __ATOMIC_RELAXED); }
 
 void dp_storage_release(dp_storage *s)
@@ -237,6 +260,31 @@ dp_tensor *dp_empty(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev)
     t->device = dev;
     return t;
 }
+
+/* A contiguous tensor of t's shape and dtype in pinned memory, holding t's values. */
+dp_tensor *dp_pin_memory(dp_tensor *t)
+{
+    if (t->device.type != DP_DEVICE_CPU) {
+        char buf[32];
+        dp_error("pin_memory: only CPU tensors can be pinned, this one is on %s", dp_device_str(t->device, buf));
+        return NULL;
+    }
+    if (dp_storage_is_pinned(t->storage)) { dp_tensor_retain(t); return t; }
+    dp_tensor *out = tensor_header();
+    if (!out) return NULL;
+    out->refcount = 1;
+    out->dtype = t->dtype;
+    out->ndim = t->ndim;
+    if (t->ndim) memcpy(out->sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+    int64_t n = dp_contiguous_strides(t->ndim, t->sizes, out->strides);
+    out->storage = dp_storage_new_pinned(t->device, (size_t)n * dp_dtype_size(t->dtype));
+    if (!out->storage) { if (!push_block(&g_free_tensors, &g_n_free_tensors, out)) free(out); return NULL; }
+    out->device = t->device;
+    if (dp_copy_raw(out, t)) { dp_tensor_release(out); return NULL; }
+    return out;
+}
+
+bool dp_is_pinned(const dp_tensor *t) { return dp_storage_is_pinned(t->storage); }
 
 dp_tensor *dp_full(int ndim, const int64_t *sizes, double value, dp_dtype dt, dp_device dev)
 {

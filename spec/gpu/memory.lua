@@ -46,6 +46,16 @@ G.expect('freed blocks are reused (a loop does not grow memory)', function()
   return true
 end)
 
+G.expect('a loop that drops 40 tensors of 256 MiB needs no collectgarbage', function()
+  local s = 0
+  for i = 1, 40 do
+    local t = torch.empty(256 * MiB // 4, { device = 'cuda:0' })
+    t:narrow(1, 1, 1):fill_(i)
+    s = s + t[1]
+  end
+  return s == 820
+end)
+
 G.expect('empty_cache keeps live tensors intact', function()
   local x = torch.arange(0, 1000, { device = 'cuda:0' })
   do local junk = torch.empty(256 * MiB // 4, { device = 'cuda:0' }) end
@@ -70,6 +80,34 @@ G.expect('host <-> device copies, blocking and not', function()
   local d2 = h:to { device = 'cuda:0', non_blocking = true }
   local back = d2:cpu()
   return torch.equal(d:cpu(), h) and torch.equal(back, h) and d.is_cuda and not h.is_cuda
+end)
+
+G.expect('pinned memory: pin_memory, is_pinned, a non_blocking copy that outlives its source', function()
+  local h = torch.randn(1000, 1000)
+  local p = h:pin_memory()
+  assert(p:is_pinned() and not h:is_pinned() and p:pin_memory():is_pinned(), 'is_pinned')
+  assert(torch.equal(p, h), 'pin_memory changed the values')
+  local d = p:to { device = 'cuda:0', non_blocking = true }
+  local d2 = p:t():to { device = 'cuda:0', non_blocking = true }   -- strided: staged, then copied
+  p = nil
+  collectgarbage(); collectgarbage()                                  -- the pinned source goes back
+  local junk = torch.randn(1000, 1000):pin_memory()                   -- and may be handed out again
+  return torch.equal(d:cpu(), h) and torch.equal(d2:cpu(), h:t():contiguous()) and junk:is_pinned()
+end)
+
+G.expect('DataLoader with pin_memory and a CUDA device gives the CPU batches', function()
+  local ds = torch.data.TensorDataset(torch.randn(100, 7), torch.arange(1, 101))
+  local a = torch.data.DataLoader(ds, { batch_size = 16, shuffle = false })
+  local b = torch.data.DataLoader(ds, { batch_size = 16, shuffle = false, pin_memory = true, device = 'cuda:0', num_workers = 2 })
+  local xs, ys = {}, {}
+  for x, y in a:iter() do xs[#xs + 1], ys[#ys + 1] = x, y end
+  local i = 0
+  for x, y in b:iter() do
+    i = i + 1
+    assert(x.is_cuda and y.is_cuda, 'batch ' .. i .. ' is not on the GPU')
+    assert(torch.equal(x:cpu(), xs[i]) and torch.equal(y:cpu(), ys[i]), 'batch ' .. i .. ' differs')
+  end
+  return i == #xs
 end)
 
 G.expect('strided host -> device copy', function()

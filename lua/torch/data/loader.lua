@@ -161,14 +161,26 @@ function DataLoader:__len()
   return (n + self.batch_size - 1) // self.batch_size
 end
 
--- Moves every tensor of a batch (also inside tables) to the loader's device.
+-- Moves every tensor of a batch (also inside tables) to the loader's device; pinned
+-- tensors go to a GPU asynchronously (the GPU's queue orders the copy before their use).
 local function to_device(batch, dev)
-  if C.is_tensor(batch) then return batch:to(dev) end
+  if C.is_tensor(batch) then return batch:to { device = dev, non_blocking = batch:is_pinned() } end
   if type(batch) == 'table' and getmetatable(batch) == nil then
     for k, v in pairs(batch) do batch[k] = to_device(v, dev) end
   end
   return batch
 end
+
+-- Copies every CPU tensor of a batch (also inside tables) into pinned memory.
+local function pin(batch)
+  if C.is_tensor(batch) then return batch.device.type == 'cpu' and batch:pin_memory() or batch end
+  if type(batch) == 'table' and getmetatable(batch) == nil then
+    for k, v in pairs(batch) do batch[k] = pin(v) end
+  end
+  return batch
+end
+
+local warned_pin = false
 
 -- The engine's batch assembler for a tensor dataset, made on first use.
 function DataLoader:_engine()
@@ -207,6 +219,20 @@ end
 function DataLoader:iter()
   local indices = epoch_indices(self.sampler)
   local bs, dev = self.batch_size, self.device
+  local pin_memory = self.pin_memory
+  if pin_memory and not torch.cuda.is_available() then
+    if not warned_pin then
+      io.stderr:write('DataLoader: pin_memory = true but CUDA is not available; batches stay in ordinary memory\n')
+      warned_pin = true
+    end
+    pin_memory = false
+  end
+  -- pinned (when asked) and moved to the device (when given)
+  local function place(x)
+    if pin_memory then x = pin(x) end
+    if dev then x = to_device(x, dev) end
+    return x
+  end
   local nbatches = self.drop_last and #indices // bs or (#indices + bs - 1) // bs
   local bar = self.progress and Progress.new(nbatches) or nil
   local b = 0
@@ -229,20 +255,17 @@ function DataLoader:iter()
       end
       b = b + 1
       if k == 1 then
-        local x = eng:next()
-        if dev then x = x:to(dev) end
+        local x = place(eng:next())
         if bar then bar:step(b) end
         return x
       elseif k == 2 then
         local x, y = eng:next()
-        if dev then x, y = x:to(dev), y:to(dev) end
+        x, y = place(x), place(y)
         if bar then bar:step(b) end
         return x, y
       end
       local batch = table.pack(eng:next())
-      if dev then
-        for j = 1, k do batch[j] = batch[j]:to(dev) end
-      end
+      for j = 1, k do batch[j] = place(batch[j]) end
       if bar then bar:step(b) end
       return table.unpack(batch, 1, k)
     end
@@ -288,7 +311,7 @@ function DataLoader:iter()
       end
       batch = res
     end
-    if dev then batch = to_device(batch, dev) end
+    batch = place(batch)
     if bar then bar:step(b) end
     local sequence = collate.is_sequence(batch) and (collate_fn ~= nil or collate.is_sequence(items[1]))
     if sequence then return table.unpack(batch, 1, #batch) end
