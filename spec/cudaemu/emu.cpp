@@ -63,13 +63,18 @@ struct emu_cublas {
 
 namespace {
 
+void vsay(const char *fmt, va_list ap)
+{
+    fputs("cudaemu: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 [[noreturn]] void die(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("cudaemu: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsay(fmt, ap);
     va_end(ap);
     abort();
 }
@@ -78,9 +83,7 @@ void warn(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("cudaemu: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsay(fmt, ap);
     va_end(ap);
 }
 
