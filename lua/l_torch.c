@@ -21,10 +21,23 @@ typedef struct {
 
 static const char *const option_names[] = { "dtype", "device", "requires_grad", NULL };
 
+/* The device of tensors created without device= (torch.set_default_device), kept in this
+ * Lua state's registry: cpu until set. */
+static const char default_device_key;
+
+static dp_device default_device(lua_State *L)
+{
+    dp_device d = dp_cpu();
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &default_device_key) == LUA_TUSERDATA)
+        d = *(const dp_device *)lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    return d;
+}
+
 /* {dtype=, device=, requires_grad=} at idx (none or nil: defaults) */
 static create_opts check_opts(lua_State *L, int idx)
 {
-    create_opts o = { DP_FLOAT32, false, { DP_DEVICE_CPU, 0 }, false, false };
+    create_opts o = { DP_FLOAT32, false, default_device(L), false, false };
     if (lua_isnoneornil(L, idx))
         return o;
     if (!lua_istable(L, idx) || lt_test(L, idx))
@@ -415,6 +428,23 @@ static int c_device(lua_State *L)
     return 1;
 }
 
+/* set_default_device(d | nil): factories without device= create on d from now on (nil: cpu) */
+static int c_set_default_device(lua_State *L)
+{
+    dp_device d = lua_isnoneornil(L, 1) ? dp_cpu() : lt_check_device(L, 1);
+    if (!dp_device_eq(d, dp_cpu()) && dp_device_check(d) != 0)
+        return lt_raise(L);
+    *(dp_device *)lua_newuserdatauv(L, sizeof d, 0) = d;
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &default_device_key);
+    return 0;
+}
+
+static int c_get_default_device(lua_State *L)
+{
+    lt_push_device(L, default_device(L));
+    return 1;
+}
+
 /* A CUDA ordinal from an optional device argument; `none` when absent. */
 static int cuda_index(lua_State *L, int idx, int none)
 {
@@ -649,7 +679,8 @@ static const luaL_Reg torch_functions[] = {
     { "zeros_like", c_zeros_like }, { "ones_like", c_ones_like }, { "rand_like", c_rand_like },
     { "randn_like", c_randn_like }, { "cat", c_cat }, { "stack", c_stack },
     { "allclose", c_allclose }, { "equal", c_equal }, { "is_tensor", c_is_tensor },
-    { "device", c_device }, { "manual_seed", c_manual_seed }, { "initial_seed", c_initial_seed },
+    { "device", c_device }, { "set_default_device", c_set_default_device },
+    { "get_default_device", c_get_default_device }, { "manual_seed", c_manual_seed }, { "initial_seed", c_initial_seed },
     { "set_num_threads", c_set_num_threads }, { "get_num_threads", c_get_num_threads },
     { "no_grad", c_no_grad }, { "enable_grad", c_enable_grad }, { "is_grad_enabled", c_is_grad_enabled },
     { "set_grad_enabled", c_set_grad_enabled },

@@ -34,7 +34,7 @@ describe('torch.class', function()
     assert.is_nil(torch.typename({}))
     assert.are.equal('torch.device', torch.type(torch.device('cpu')))
     assert.are.equal('torch.Size', torch.type(torch.Size({ 2 })))
-    assert.are.equal('torch.FloatTensor', torch.type(torch.zeros(1)))
+    assert.are.equal('torch.FloatTensor', torch.type(torch.zeros(1, { device = 'cpu' })))
   end)
 
   it('accepts the parent as a class table and works without __init', function()

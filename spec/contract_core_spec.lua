@@ -7,6 +7,7 @@ local build = os.getenv('DPLUA_BUILD') or 'build'
 local BIN = build .. '/dplua'
 
 local shell = dofile('spec/helpers/shell.lua')
+local D = dofile('spec/helpers/device.lua')
 local q = shell.q
 local slurp, write, run = shell.slurp, shell.write, shell.run
 
@@ -184,8 +185,8 @@ end)
 describe('dtype rules (SPEC 3, as PyTorch)', function()
   it('bool + bool and bool * bool stay bool', function()
     -- PyTorch 1.13: tensor([True]) and tensor([ True, False])
-    assert.are.equal('tensor([True])', tostring(torch.tensor({ true }) + torch.tensor({ true })))
-    assert.are.equal('tensor([ True, False])', tostring(torch.tensor({ true, false }) * torch.tensor({ true, true })))
+    assert.are.equal(D.printed('tensor([True])'), tostring(torch.tensor({ true }) + torch.tensor({ true })))
+    assert.are.equal(D.printed('tensor([ True, False])'), tostring(torch.tensor({ true, false }) * torch.tensor({ true, true })))
   end)
 
   it('infers from nested tables at every depth', function()
@@ -200,11 +201,11 @@ describe('dtype rules (SPEC 3, as PyTorch)', function()
 
   it('int64 / int64 is float32, int64 ^ 2 stays int64', function()
     local i = torch.tensor({ 1, 2 })
-    assert.are.equal('tensor([0.5000, 1.0000])', tostring(i / 2))
-    assert.are.equal('tensor([1, 4])', tostring(i ^ 2))
-    assert.are.equal('tensor([2, 4])', tostring(2 ^ i))
-    assert.are.equal('tensor(3)', tostring(i:sum()))
-    assert.are.equal('tensor(2)', tostring(torch.tensor({ true, true, false }):sum()))
+    assert.are.equal(D.printed('tensor([0.5000, 1.0000])'), tostring(i / 2))
+    assert.are.equal(D.printed('tensor([1, 4])'), tostring(i ^ 2))
+    assert.are.equal(D.printed('tensor([2, 4])'), tostring(2 ^ i))
+    assert.are.equal(D.printed('tensor(3)'), tostring(i:sum()))
+    assert.are.equal(D.printed('tensor(2)'), tostring(torch.tensor({ true, true, false }):sum()))
   end)
 end)
 
@@ -231,7 +232,7 @@ describe('printing (SPEC 3) against PyTorch 1.13', function()
       'tensor([1., 2.], dtype=float64, requires_grad=true)' },
   }
   for i, case in ipairs(cases) do
-    it('case ' .. i, function() assert.are.equal(case[2], tostring(case[1]())) end)
+    it('case ' .. i, function() assert.are.equal(D.printed(case[2]), tostring(case[1]())) end)
   end
 
   it('summarises a large 3-d tensor with ... between blocks', function()
@@ -270,8 +271,8 @@ describe('indexing and options (SPEC 3)', function()
 
   it('returns the very same object from to() when nothing changes', function()
     local t = torch.zeros(2)
-    assert.is_true(rawequal(t, t:to({ device = 'cpu', dtype = 'float32', non_blocking = true })))
-    assert.is_true(rawequal(t, t:to(torch.device('cpu', 0))))
+    assert.is_true(rawequal(t, t:to({ device = D.name, dtype = 'float32', non_blocking = true })))
+    assert.is_true(rawequal(t, t:to(D.name == 'cpu' and torch.device('cpu', 0) or torch.device(D.name))))
     assert.is_false(rawequal(t, t:double()))
     assert.are.equal('float32', t.dtype)
   end)

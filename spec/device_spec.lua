@@ -130,3 +130,49 @@ describe('logical CPU devices', function()
     assert_contains(err(torch.cpu.set_device_count, 0), 'device count must be positive, got 0')
   end)
 end)
+
+describe('torch.set_default_device', function()
+  it('sends the factories without device= to that device, until reset', function()
+    local out, status = run_child([[
+      print(tostring(torch.get_default_device()))
+      torch.set_default_device('cpu:1')
+      print(tostring(torch.get_default_device()))
+      local made = {
+        torch.zeros(2), torch.ones(2, 3), torch.empty(1), torch.rand(2), torch.randn(2),
+        torch.full({ 2 }, 7), torch.arange(3), torch.eye(2), torch.randint(5, { 2 }),
+        torch.randperm(3), torch.tensor({ 1.5, 2 }), require('nn').Linear(3, 2).weight,
+      }
+      for i, t in ipairs(made) do assert(tostring(t.device) == 'cpu:1', i .. ': ' .. tostring(t.device)) end
+      -- an explicit device wins; _like and tensor(t) keep their argument's device
+      local c = torch.zeros(2, { device = 'cpu' })
+      assert(tostring(c.device) == 'cpu')
+      assert(tostring(torch.zeros_like(c).device) == 'cpu')
+      assert(tostring(torch.tensor(c).device) == 'cpu')
+      print(torch.randn(2, 2):sum().device)
+      print(pcall(torch.set_default_device, 'cpu:5'))
+      print(pcall(torch.set_default_device, 'gpu'))
+      print(tostring(torch.get_default_device()))
+      torch.set_default_device(nil)
+      print(tostring(torch.zeros(1).device))
+    ]], 'DPLUA_CPU_DEVICES=2')
+    assert.are.equal(0, status, out)
+    assert_contains(out, 'cpu\ncpu:1\ncpu:1\nfalse')
+    assert_contains(out, 'device cpu:5 does not exist: there are 2 CPU devices')
+    assert_contains(out, "invalid device 'gpu'")
+    assert_contains(out, 'cpu:1\ncpu\n')
+  end)
+
+  it('refuses a CUDA device that is not there and keeps the old default', function()
+    assert_contains(err(torch.set_default_device, 'cuda:99'), 'cuda:99')
+    assert.are.equal('cpu', tostring(torch.get_default_device()))
+    if torch.cuda.is_available() then
+      torch.set_default_device('cuda:0')
+      local t = torch.ones(2)
+      torch.set_default_device(nil)
+      assert.are.equal('cuda:0', tostring(t.device))
+    else
+      assert_contains(err(torch.set_default_device, 'cuda:0'), 'CUDA is not available')
+    end
+    assert.are.equal('cpu', tostring(torch.get_default_device()))
+  end)
+end)

@@ -71,7 +71,7 @@ static int alloc_batch(const dp_loader *ld, int64_t b, dp_tensor **out)
         int64_t sizes[DP_MAX_DIMS];
         memcpy(sizes, s->sizes, sizeof sizes);
         sizes[0] = batch_rows(ld, b);
-        out[k] = dp_empty(s->ndim, sizes, s->dtype, dp_cpu());
+        out[k] = dp_empty(s->ndim, sizes, s->dtype, s->device);
         if (!out[k]) { release_out(ld, out); return -1; }
     }
     return 0;
