@@ -4,7 +4,7 @@
  *
  * Devices.  Device i is physical GPU i / K when DPLUA_CUDA_VIRTUAL=K; each (virtual) device
  * has its own stream, cuBLAS handle and memory pools, so multi-GPU code paths run
- * concurrently on one GPU.
+ * concurrently on one GPU.  Pinned host memory has its own cache (below).
  *
  * Memory.  As PyTorch's caching allocator, simplified: requests are rounded up to 512 B;
  * those of at most 1 MiB come from 2 MiB segments (the small pool), larger ones from
@@ -406,6 +406,8 @@ static size_t cuda_max_memory_allocated(int index)
     return d->peak;
 }
 
+static void host_release_cached(void);
+
 static void cuda_empty_cache(void)
 {
     for (device_state *d : g_devices) {
@@ -418,34 +420,138 @@ static void cuda_empty_cache(void)
         }
         release_cached(d);
     }
+    host_release_cached();
+}
+
+/* ---------------------------------------------------------------- pinned host memory
+ *
+ * A cache, as PyTorch's CachingHostAllocator: sizes round up to a power of two (4 KiB at
+ * least).  A freed block does not go back to the driver (cudaFreeHost waits for every
+ * GPU) and nothing waits at the free: an event is recorded on every device's stream, and
+ * the block is handed out again only once those events have completed, since a
+ * non_blocking copy from it may still be queued.  empty_cache() waits for the streams and
+ * gives the cached blocks back; so does an allocation that fails, before it retries. */
+
+struct DP_HIDDEN host_block {
+    void *ptr;
+    size_t size;
+    std::vector<cudaEvent_t> events;   /* per device; NULL until first recorded */
+};
+
+static std::mutex g_host_mu;
+static std::unordered_map<void *, host_block *> g_host_live;
+static std::multimap<size_t, host_block *> g_host_free;
+
+static size_t host_round(size_t n)
+{
+    size_t r = 4096;
+    while (r < n) r <<= 1;
+    return r;
+}
+
+/* Every stream has passed the block's events (an event that cannot be queried is done:
+ * its error shows at the next synchronisation). */
+static bool host_block_ready(host_block *b)
+{
+    for (cudaEvent_t e : b->events) {
+        if (!e) continue;
+        cudaError_t q = cudaEventQuery(e);
+        if (q == cudaErrorNotReady) return false;
+        if (q != cudaSuccess) (void)cudaGetLastError();
+    }
+    return true;
+}
+
+static void host_block_destroy(host_block *b)
+{
+    for (cudaEvent_t e : b->events)
+        if (e) cudaEventDestroy(e);
+    cudaFreeHost(b->ptr);
+    (void)cudaGetLastError();
+    delete b;
+}
+
+/* Waits for every stream, then gives every cached block back to the driver. */
+static void host_release_cached(void)
+{
+    for (device_state *d : g_devices) {
+        if (!d->ready) continue;
+        cudaSetDevice(d->phys);
+        cudaStreamSynchronize(d->stream);
+    }
+    (void)cudaGetLastError();
+    std::lock_guard<std::mutex> lock(g_host_mu);
+    for (auto &kv : g_host_free) host_block_destroy(kv.second);
+    g_host_free.clear();
 }
 
 static void *cuda_alloc_host(size_t nbytes)
 {
+    size_t size = host_round(nbytes ? nbytes : 1);
+    host_block *b = NULL;
+    {
+        std::lock_guard<std::mutex> lock(g_host_mu);
+        for (auto it = g_host_free.lower_bound(size); it != g_host_free.end() && it->first == size; ++it) {
+            if (!host_block_ready(it->second)) continue;
+            b = it->second;
+            g_host_free.erase(it);
+            break;
+        }
+        if (b) {
+            g_host_live[b->ptr] = b;
+            return b->ptr;
+        }
+    }
     void *p = NULL;
-    cudaError_t err = cudaHostAlloc(&p, nbytes ? nbytes : 1, cudaHostAllocPortable);
+    cudaError_t err = cudaHostAlloc(&p, size, cudaHostAllocPortable);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        host_release_cached();
+        err = cudaHostAlloc(&p, size, cudaHostAllocPortable);
+    }
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
         dp_cuda_error("cannot allocate %.2f MiB of pinned host memory: %s", mib(nbytes), cudaGetErrorString(err));
         return NULL;
     }
+    b = new host_block{ p, size, {} };
+    std::lock_guard<std::mutex> lock(g_host_mu);
+    g_host_live[p] = b;
     return p;
 }
 
-/* A copy from this memory may still be queued (non_blocking): every stream finishes its
- * queued work before the memory goes back. */
+/* Back to the cache, behind an event on every device's stream: work queued so far may
+ * still read it. */
 static void cuda_free_host(void *ptr)
 {
-    if (ptr) {
-        for (device_state *d : g_devices) {
-            if (!d->ready) continue;
-            cudaSetDevice(d->phys);
+    if (!ptr) return;
+    std::lock_guard<std::mutex> lock(g_host_mu);
+    auto it = g_host_live.find(ptr);
+    if (it == g_host_live.end()) return;
+    host_block *b = it->second;
+    g_host_live.erase(it);
+    b->events.resize(g_devices.size(), NULL);
+    int current = -1;            /* a free may come in the middle of an op: keep its device */
+    if (cudaGetDevice(&current) != cudaSuccess) current = -1;
+    for (size_t i = 0; i < g_devices.size(); i++) {
+        device_state *d = g_devices[i];
+        if (!d->ready) continue;
+        cudaSetDevice(d->phys);
+        if (!b->events[i] && cudaEventCreateWithFlags(&b->events[i], cudaEventDisableTiming) != cudaSuccess) {
+            /* no event: wait here instead */
+            b->events[i] = NULL;
             cudaStreamSynchronize(d->stream);
+            (void)cudaGetLastError();
+            continue;
         }
-        (void)cudaGetLastError();
-        cudaFreeHost(ptr);
-        (void)cudaGetLastError();
+        if (cudaEventRecord(b->events[i], d->stream) != cudaSuccess) {
+            cudaStreamSynchronize(d->stream);
+            (void)cudaGetLastError();
+        }
     }
+    g_host_free.insert({ b->size, b });
+    if (current >= 0) cudaSetDevice(current);
+    (void)cudaGetLastError();
 }
 
 static void cuda_set_tf32(bool allow) { g_tf32.store(allow); }

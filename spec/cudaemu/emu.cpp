@@ -48,6 +48,7 @@ struct emu_stream {
     std::mutex mu;                            /* guards q and the counters */
     std::deque<std::function<void()>> q;
     uint64_t queued = 0, started = 0;         /* operations ever queued / taken to run */
+    uint64_t finished = 0;                    /* operations that have run */
     std::mutex run_mu;                        /* one runner at a time keeps the order */
 };
 struct emu_event {
@@ -332,6 +333,8 @@ void drain(emu_stream *s, uint64_t mark)
             s->started++;
         }
         fn();
+        std::lock_guard<std::mutex> lock(s->mu);
+        s->finished++;
     }
 }
 
@@ -525,6 +528,7 @@ const char *cudaGetErrorString(cudaError_t err)
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorPeerAccessAlreadyEnabled: return "peer access is already enabled";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     }
@@ -734,6 +738,16 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
     e->stream = s;
     e->mark = s ? queued(s) : 0;
     return cudaSuccess;
+}
+
+/* Done when the stream has run its work up to the event; queries never run work, so
+ * until something waits, recorded work is not ready (as on a busy GPU). */
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+    if (!e) return fail(cudaErrorInvalidResourceHandle);
+    if (!e->stream) return cudaSuccess;
+    std::lock_guard<std::mutex> lock(e->stream->mu);
+    return e->stream->finished >= e->mark ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t e)

@@ -95,6 +95,25 @@ G.expect('pinned memory: pin_memory, is_pinned, a non_blocking copy that outlive
   return torch.equal(d:cpu(), h) and torch.equal(d2:cpu(), h:t():contiguous()) and junk:is_pinned()
 end)
 
+G.expect('pinned memory is cached: a freed block comes back once the GPU is past it', function()
+  local function pinned_ptr(n)
+    local p = torch.ones(n):pin_memory()
+    return p:data_ptr()
+  end
+  local ptr = pinned_ptr(300000)
+  collectgarbage(); collectgarbage()
+  torch.cuda.synchronize()
+  local again = torch.ones(300000):pin_memory()           -- the same rounded size: the cached block
+  local reused = again:data_ptr() == ptr
+  local pending = again:to { device = 'cuda:0', non_blocking = true }   -- queued, maybe not run
+  again = nil
+  collectgarbage(); collectgarbage()
+  local other = torch.full({ 300000 }, 5.0):pin_memory()  -- must not be the block still being read
+  local ok = torch.equal(pending:cpu(), torch.ones(300000)) and torch.equal(other, torch.full({ 300000 }, 5.0))
+  torch.cuda.empty_cache()                                -- gives every cached block back
+  return reused and ok
+end)
+
 G.expect('DataLoader with pin_memory and a CUDA device gives the CPU batches', function()
   local ds = torch.data.TensorDataset(torch.randn(100, 7), torch.arange(1, 101))
   local a = torch.data.DataLoader(ds, { batch_size = 16, shuffle = false })

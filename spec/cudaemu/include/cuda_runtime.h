@@ -46,6 +46,7 @@ typedef enum cudaError {
     cudaErrorInvalidDevice = 101,
     cudaErrorPeerAccessAlreadyEnabled = 704,
     cudaErrorInvalidResourceHandle = 400,
+    cudaErrorNotReady = 600,
     cudaErrorIllegalAddress = 700,
     cudaErrorLaunchFailure = 719,
 } cudaError_t;
@@ -101,6 +102,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags);
+cudaError_t cudaEventQuery(cudaEvent_t e);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
 cudaError_t cudaDeviceSynchronize(void);
