@@ -471,8 +471,7 @@ static void host_block_destroy(host_block *b)
     delete b;
 }
 
-/* Waits for every stream, then gives every cached block back to the driver. */
-static void host_release_cached(void)
+static void sync_all_streams(void)
 {
     for (device_state *d : g_devices) {
         if (!d->ready) continue;
@@ -480,6 +479,11 @@ static void host_release_cached(void)
         cudaStreamSynchronize(d->stream);
     }
     (void)cudaGetLastError();
+}
+
+/* Gives every cached block back to the driver; the caller has waited for the streams. */
+static void host_release_cached(void)
+{
     std::lock_guard<std::mutex> lock(g_host_mu);
     for (auto &kv : g_host_free) host_block_destroy(kv.second);
     g_host_free.clear();
@@ -506,6 +510,7 @@ static void *cuda_alloc_host(size_t nbytes)
     cudaError_t err = cudaHostAlloc(&p, size, cudaHostAllocPortable);
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
+        sync_all_streams();
         host_release_cached();
         err = cudaHostAlloc(&p, size, cudaHostAllocPortable);
     }
@@ -537,15 +542,10 @@ static void cuda_free_host(void *ptr)
         device_state *d = g_devices[i];
         if (!d->ready) continue;
         cudaSetDevice(d->phys);
-        if (!b->events[i] && cudaEventCreateWithFlags(&b->events[i], cudaEventDisableTiming) != cudaSuccess) {
-            /* no event: wait here instead */
+        if (!b->events[i] && cudaEventCreateWithFlags(&b->events[i], cudaEventDisableTiming) != cudaSuccess)
             b->events[i] = NULL;
-            cudaStreamSynchronize(d->stream);
-            (void)cudaGetLastError();
-            continue;
-        }
-        if (cudaEventRecord(b->events[i], d->stream) != cudaSuccess) {
-            cudaStreamSynchronize(d->stream);
+        if (!b->events[i] || cudaEventRecord(b->events[i], d->stream) != cudaSuccess) {
+            cudaStreamSynchronize(d->stream);   /* no event: wait here instead */
             (void)cudaGetLastError();
         }
     }

@@ -34,6 +34,13 @@ static dp_device default_device(lua_State *L)
     return d;
 }
 
+/* Raises unless d exists (cpu:0 always does). */
+static void check_exists(lua_State *L, dp_device d)
+{
+    if (!dp_device_eq(d, dp_cpu()) && dp_device_check(d) != 0)
+        lt_raise(L);
+}
+
 /* {dtype=, device=, requires_grad=} at idx (none or nil: defaults) */
 static create_opts check_opts(lua_State *L, int idx)
 {
@@ -61,8 +68,8 @@ static create_opts check_opts(lua_State *L, int idx)
     }
     lua_pop(L, 2);
     o.requires_grad = lt_optfield_bool(L, idx, "requires_grad", false);
-    if (!dp_device_eq(o.device, dp_cpu()) && dp_device_check(o.device) != 0)
-        lt_raise(L);
+    if (o.has_device)   /* the default device was checked when it was set */
+        check_exists(L, o.device);
     return o;
 }
 
@@ -432,8 +439,7 @@ static int c_device(lua_State *L)
 static int c_set_default_device(lua_State *L)
 {
     dp_device d = lua_isnoneornil(L, 1) ? dp_cpu() : lt_check_device(L, 1);
-    if (!dp_device_eq(d, dp_cpu()) && dp_device_check(d) != 0)
-        return lt_raise(L);
+    check_exists(L, d);
     *(dp_device *)lua_newuserdatauv(L, sizeof d, 0) = d;
     lua_rawsetp(L, LUA_REGISTRYINDEX, &default_device_key);
     return 0;
