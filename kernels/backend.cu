@@ -14,17 +14,16 @@
  * that fails.  Blocks are reused in stream order: every kernel touching a device's memory
  * runs on that device's stream, and copies between devices join both streams.
  *
- * Errors.  The engine's dp_error is found when the library is initialised (it may live
- * in a library loaded with RTLD_LOCAL, so it is looked up through the caller's handle);
- * dp_cuda_set_error_fn sets it explicitly. */
+ * Errors.  The engine hands its error reporter (dp_error) to dp_cuda_backend_init; every
+ * message of this library goes through it. */
 #include <cublas_v2.h>
-#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <atomic>
+#include <type_traits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -46,29 +45,6 @@ extern "C" int dp_cuda_error(const char *fmt, ...)
     va_end(ap);
     if (g_error_fn) g_error_fn("%s", buf);
     return -1;
-}
-
-extern "C" void dp_cuda_set_error_fn(int (*fn)(const char *fmt, ...)) { g_error_fn = fn; }
-
-/* The engine's dp_error: global symbols first (the dplua binary exports them), then the
- * library that called us (torch.so under stock lua5.4 is loaded with RTLD_LOCAL). */
-static void find_error_fn(void *caller)
-{
-    if (g_error_fn) return;
-    void *f = dlsym(RTLD_DEFAULT, "dp_error");
-    Dl_info info;
-    if (!f && caller && dladdr(caller, &info) && info.dli_fname) {
-        void *h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-        if (h) {
-            f = dlsym(h, "dp_error");
-            dlclose(h);
-        }
-    }
-    if (!f) {
-        void *h = dlopen(NULL, RTLD_LAZY);
-        if (h) f = dlsym(h, "dp_error");
-    }
-    g_error_fn = (int (*)(const char *, ...))f;
 }
 
 /* ---------------------------------------------------------------- devices and memory */
@@ -693,17 +669,18 @@ static const dp_backend g_cuda_backend = {
     /* set_tf32             */ cuda_set_tf32,
 };
 
-extern "C" const dp_backend *dp_cuda_backend_init(int *device_count, char *err, size_t errlen)
+extern "C" const dp_backend *dp_cuda_backend_init(const dp_backend_host *host, int *device_count, char *err,
+                                                   size_t errlen)
 {
     static std::mutex init_mu;
     std::lock_guard<std::mutex> lock(init_mu);
     *device_count = 0;
     if (err && errlen) err[0] = 0;
-    find_error_fn(__builtin_extract_return_addr(__builtin_return_address(0)));
-    if (!g_error_fn) {
-        if (err) snprintf(err, errlen, "libdplua_cuda.so cannot find the engine's dp_error");
+    if (!host || !host->error) {
+        if (err) snprintf(err, errlen, "dp_cuda_backend_init needs the engine's error reporter");
         return NULL;
     }
+    g_error_fn = host->error;
     if (!g_devices.empty()) {
         *device_count = (int)g_devices.size();
         return &g_cuda_backend;
@@ -744,3 +721,7 @@ extern "C" const dp_backend *dp_cuda_backend_init(int *device_count, char *err, 
     *device_count = n * g_virtual;
     return &g_cuda_backend;
 }
+
+/* the engine calls this through its own typedef: a change on one side fails to compile */
+static_assert(std::is_same<decltype(&dp_cuda_backend_init), dp_cuda_init_fn>::value,
+              "dp_cuda_backend_init must have the type src/backend.h gives it");

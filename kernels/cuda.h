@@ -22,10 +22,8 @@ extern "C" {
 #define DP_CUDA_INTERNAL __attribute__((visibility("hidden")))
 
 /* ---- exported (see src/backend.h) */
-DP_CUDA_API const dp_backend *dp_cuda_backend_init(int *device_count, char *err, size_t errlen);
-/* Lets a host program route the backend's error messages explicitly (normally the engine's
- * dp_error is found at init). */
-DP_CUDA_API void dp_cuda_set_error_fn(int (*fn)(const char *fmt, ...));
+DP_CUDA_API const dp_backend *dp_cuda_backend_init(const dp_backend_host *host, int *device_count, char *err,
+                                                   size_t errlen);
 /* For other CUDA code in this library and beside it (NCCL collectives): the stream of a
  * device as a cudaStream_t, after making its physical GPU current on this thread; NULL with
  * the message set on failure. */
@@ -54,12 +52,12 @@ DP_CUDA_INTERNAL void dp_cuda_scratch_free(int index, void *ptr);
 /* ---- elementwise.cu */
 DP_CUDA_INTERNAL int dp_cuda_fill(const dp_view *out, double value);
 DP_CUDA_INTERNAL int dp_cuda_copy(const dp_view *out, const dp_view *in);
-DP_CUDA_INTERNAL int dp_cuda_unary(int op, const dp_view *out, const dp_view *in, double p0, double p1);
-DP_CUDA_INTERNAL int dp_cuda_binary(int op, const dp_view *out, const dp_view *a, const dp_view *b);
-DP_CUDA_INTERNAL int dp_cuda_binary_scalar(int op, const dp_view *out, const dp_view *a, double s, bool reverse);
+DP_CUDA_INTERNAL int dp_cuda_unary(dp_unary_op op, const dp_view *out, const dp_view *in, double p0, double p1);
+DP_CUDA_INTERNAL int dp_cuda_binary(dp_binary_op op, const dp_view *out, const dp_view *a, const dp_view *b);
+DP_CUDA_INTERNAL int dp_cuda_binary_scalar(dp_binary_op op, const dp_view *out, const dp_view *a, double s, bool reverse);
 
 /* ---- reduce.cu */
-DP_CUDA_INTERNAL int dp_cuda_reduce(int op, const dp_view *out, const dp_view *idx, const dp_view *in, int dim);
+DP_CUDA_INTERNAL int dp_cuda_reduce(dp_reduce_op op, const dp_view *out, const dp_view *idx, const dp_view *in, int dim);
 
 /* ---- softmax_loss.cu */
 DP_CUDA_INTERNAL int dp_cuda_softmax(bool log, const dp_view *out, const dp_view *in, int dim);

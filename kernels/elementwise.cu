@@ -11,96 +11,66 @@
  * a NaN bound as absent; sign(NaN) is 0; comparisons with NaN are false except ne. */
 #include "common.cuh"
 
-/* ---------------------------------------------------------------- math per compute type */
+#include "../src/opmath.h"
 
-__device__ __forceinline__ float m_exp(float x) { return expf(x); }
-__device__ __forceinline__ double m_exp(double x) { return exp(x); }
-__device__ __forceinline__ float m_log(float x) { return logf(x); }
-__device__ __forceinline__ double m_log(double x) { return log(x); }
-__device__ __forceinline__ float m_sqrt(float x) { return sqrtf(x); }
-__device__ __forceinline__ double m_sqrt(double x) { return sqrt(x); }
-__device__ __forceinline__ float m_tanh(float x) { return tanhf(x); }
-__device__ __forceinline__ double m_tanh(double x) { return tanh(x); }
-__device__ __forceinline__ float m_abs(float x) { return fabsf(x); }
-__device__ __forceinline__ double m_abs(double x) { return fabs(x); }
-__device__ __forceinline__ float m_pow(float x, float y) { return powf(x, y); }
-__device__ __forceinline__ double m_pow(double x, double y) { return pow(x, y); }
+/* ---------------------------------------------------------------- the op table's formulas */
 
-/* integers: transcendental functions through double, the rest exact */
-__device__ __forceinline__ int64_t m_exp(int64_t x) { return (int64_t)exp((double)x); }
-__device__ __forceinline__ int64_t m_log(int64_t x) { return (int64_t)log((double)x); }
-__device__ __forceinline__ int64_t m_sqrt(int64_t x) { return (int64_t)sqrt((double)x); }
-__device__ __forceinline__ int64_t m_tanh(int64_t x) { return (int64_t)tanh((double)x); }
-__device__ __forceinline__ int64_t m_abs(int64_t x) { return x < 0 ? -x : x; }
-__device__ __forceinline__ int64_t m_pow(int64_t x, int64_t y)
-{
-    if (y < 0) return x == 1 ? 1 : x == -1 ? ((y & 1) ? -1 : 1) : 0;
-    int64_t r = 1;
-    while (y) {
-        if (y & 1) r *= x;
-        x *= x;
-        y >>= 1;
-    }
-    return r;
-}
+template <typename T> struct is_float_type { static const bool value = false; };
+template <> struct is_float_type<float> { static const bool value = true; };
+template <> struct is_float_type<double> { static const bool value = true; };
 
-template <typename C> __device__ __forceinline__ bool m_isnan(C x) { return x != x; }
-
-template <typename C> __device__ __forceinline__ C m_sigmoid(C x) { return (C)1 / ((C)1 + m_exp(-x)); }
-__device__ __forceinline__ int64_t m_sigmoid(int64_t x) { return (int64_t)(1.0 / (1.0 + exp(-(double)x))); }
-
-template <typename C> __device__ __forceinline__ C m_div(C a, C b) { return a / b; }
-__device__ __forceinline__ int64_t m_div(int64_t a, int64_t b) { return b == 0 ? 0 : a / b; }
-
-template <typename C> __device__ __forceinline__ C unary_op(int op, C x, C lo, C hi, bool has_lo, bool has_hi)
+/* One case per row of ops.def, the row's formula compiled for the compute type T.  Rows
+ * whose RULE is FLOAT only ever run on floating types (the engine converts integer inputs),
+ * so they are not instantiated for integers. */
+#define ROW_FLOAT_ONLY_FLOAT true
+#define ROW_FLOAT_ONLY_KEEP false
+#define ROW_FLOAT_ONLY_NOBOOL false
+template <typename T> __device__ __forceinline__ T unary_op(int op, T x, double p0, double p1)
 {
     switch (op) {
-    case DP_NEG: return -x;
-    case DP_EXP: return m_exp(x);
-    case DP_LOG: return m_log(x);
-    case DP_SQRT: return m_sqrt(x);
-    case DP_ABS: return m_abs(x);
-    case DP_RELU: return m_isnan(x) ? x : (x > (C)0 ? x : (C)0);
-    case DP_SIGMOID: return m_sigmoid(x);
-    case DP_TANH: return m_tanh(x);
-    case DP_CLAMP:
-        if (m_isnan(x)) return x;
-        if (has_lo && x < lo) x = lo;
-        if (has_hi && x > hi) x = hi;
-        return x;
-    case DP_SIGN: return (C)((x > (C)0) - (x < (C)0));
-    case DP_RELU_MASK: return x > (C)0 ? (C)1 : (C)0;
-    default: return x;
+#define DP_UNARY_OP(NAME, lua, BIND, node, RULE, SAVE, formula) \
+    case DP_##NAME: \
+        if constexpr (ROW_FLOAT_ONLY_##RULE && !is_float_type<T>::value) return x; \
+        else return (T)(formula);
+#include "../src/ops.def"
+    default: return x;   /* dp_cuda_unary checked the op */
     }
 }
 
-template <typename C> __device__ __forceinline__ C binary_op(int op, C a, C b)
+#define ROW_IS_CMP_ARITH false
+#define ROW_IS_CMP_CMP true
+template <typename T> __device__ __forceinline__ T binary_op(int op, T x, T y)
 {
     switch (op) {
-    case DP_ADD: return a + b;
-    case DP_SUB: return a - b;
-    case DP_MUL: return a * b;
-    case DP_DIV: return m_div(a, b);
-    case DP_POW: return m_pow(a, b);
-    case DP_MAXIMUM: return m_isnan(a) ? a : m_isnan(b) ? b : (a > b ? a : b);
-    case DP_MINIMUM: return m_isnan(a) ? a : m_isnan(b) ? b : (a < b ? a : b);
-    default: return a;
+#define DP_BINARY_OP(NAME, lua, BIND, node, KIND, BOOLS, SAVE, formula) \
+    case DP_##NAME: \
+        if constexpr (ROW_IS_CMP_##KIND) return x; \
+        else return (T)(formula);
+#include "../src/ops.def"
+    default: return x;   /* dp_cuda_binary checked the op */
     }
 }
 
-template <typename C> __device__ __forceinline__ bool compare_op(int op, C a, C b)
+template <typename T> __device__ __forceinline__ bool compare_op(int op, T x, T y)
 {
     switch (op) {
-    case DP_EQ: return a == b;
-    case DP_NE: return a != b;
-    case DP_LT: return a < b;
-    case DP_LE: return a <= b;
-    case DP_GT: return a > b;
-    default: return a >= b;   /* DP_GE */
+#define DP_BINARY_OP(NAME, lua, BIND, node, KIND, BOOLS, SAVE, formula) \
+    case DP_##NAME: \
+        if constexpr (ROW_IS_CMP_##KIND) return (formula); \
+        else return false;
+#include "../src/ops.def"
+    default: return false;
     }
 }
 
-static inline bool is_compare(int op) { return op >= DP_EQ && op <= DP_GE; }
+static bool is_compare(int op)
+{
+    switch (op) {
+#define DP_BINARY_OP(NAME, lua, BIND, node, KIND, BOOLS, SAVE, formula) case DP_##NAME: return ROW_IS_CMP_##KIND;
+#include "../src/ops.def"
+    default: return false;
+    }
+}
 
 /* compute type of an output element type */
 template <typename O> struct compute_of { typedef O type; };
@@ -133,13 +103,13 @@ static __global__ void copy_kernel(dp_offsets<2> oc, int64_t n, O *out, const vo
 
 template <typename C, typename O, bool CONTIG>
 static __global__ void unary_kernel(int op, dp_offsets<2> oc, int64_t n, O *out, const void *in, int idt,
-                                    C lo, C hi, bool has_lo, bool has_hi)
+                                    double p0, double p1)
 {
     GRID_STRIDE(i, n) {
         int64_t off[2] = { i, i };
         if (!CONTIG) oc.get(i, off);
         C x = dp_load<C>(in, idt, off[1]);
-        out[off[0]] = dp_cvt<O>(unary_op<C>(op, x, lo, hi, has_lo, has_hi));
+        out[off[0]] = dp_cvt<O>(unary_op<C>(op, x, p0, p1));
     }
 }
 
@@ -244,19 +214,17 @@ struct DP_HIDDEN unary_launch {
         int64_t n = dp_make_offsets<2>(&oc, vs, &contig);
         if (n == 0) return 0;
         CUDA_STREAM_OF(out->device, s);
-        bool has_lo = op == DP_CLAMP && !isnan(p0), has_hi = op == DP_CLAMP && !isnan(p1);
-        C lo = has_lo ? (C)p0 : (C)0, hi = has_hi ? (C)p1 : (C)0;
         unsigned g = dp_grid_for(n, DP_THREADS);
-        if (contig) unary_kernel<C, O, true><<<g, DP_THREADS, 0, s>>>(op, oc, n, (O *)out->data, in->data, in->dtype, lo, hi, has_lo, has_hi);
-        else unary_kernel<C, O, false><<<g, DP_THREADS, 0, s>>>(op, oc, n, (O *)out->data, in->data, in->dtype, lo, hi, has_lo, has_hi);
+        if (contig) unary_kernel<C, O, true><<<g, DP_THREADS, 0, s>>>(op, oc, n, (O *)out->data, in->data, in->dtype, p0, p1);
+        else unary_kernel<C, O, false><<<g, DP_THREADS, 0, s>>>(op, oc, n, (O *)out->data, in->data, in->dtype, p0, p1);
         CUDA_CHECK_LAUNCH("unary");
         return 0;
     }
 };
 
-extern "C" int dp_cuda_unary(int op, const dp_view *out, const dp_view *in, double p0, double p1)
+extern "C" int dp_cuda_unary(dp_unary_op op, const dp_view *out, const dp_view *in, double p0, double p1)
 {
-    if (op < 0 || op >= DP_NUNARY) return dp_cuda_error("CUDA unary: unknown op %d", op);
+    if ((unsigned)op >= DP_NUNARY) return dp_cuda_error("CUDA unary: unknown op %d", op);
     unary_launch f = { op, out, in, p0, p1 };
     return DP_DISPATCH_OUT(out->dtype, f);
 }
@@ -293,9 +261,9 @@ struct DP_HIDDEN binary_launch {
     }
 };
 
-extern "C" int dp_cuda_binary(int op, const dp_view *out, const dp_view *a, const dp_view *b)
+extern "C" int dp_cuda_binary(dp_binary_op op, const dp_view *out, const dp_view *a, const dp_view *b)
 {
-    if (op < 0 || op >= DP_NBINARY) return dp_cuda_error("CUDA binary: unknown op %d", op);
+    if ((unsigned)op >= DP_NBINARY) return dp_cuda_error("CUDA binary: unknown op %d", op);
     binary_launch f = { op, out, a, b };
     return DP_DISPATCH_OUT(out->dtype, f);
 }
@@ -335,9 +303,9 @@ struct DP_HIDDEN scalar_launch {
     }
 };
 
-extern "C" int dp_cuda_binary_scalar(int op, const dp_view *out, const dp_view *a, double s, bool reverse)
+extern "C" int dp_cuda_binary_scalar(dp_binary_op op, const dp_view *out, const dp_view *a, double s, bool reverse)
 {
-    if (op < 0 || op >= DP_NBINARY) return dp_cuda_error("CUDA binary_scalar: unknown op %d", op);
+    if ((unsigned)op >= DP_NBINARY) return dp_cuda_error("CUDA binary_scalar: unknown op %d", op);
     scalar_launch f = { op, out, a, s, reverse };
     return DP_DISPATCH_OUT(out->dtype, f);
 }

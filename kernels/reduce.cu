@@ -202,9 +202,12 @@ struct DP_HIDDEN reduce_launch {
     }
 };
 
-extern "C" int dp_cuda_reduce(int op, const dp_view *out, const dp_view *idx, const dp_view *in, int dim)
+extern "C" int dp_cuda_reduce(dp_reduce_op op, const dp_view *out, const dp_view *idx, const dp_view *in, int dim)
 {
-    if (op < 0 || op >= DP_NREDUCE) return dp_cuda_error("CUDA reduce: unknown op %d", op);
+    switch (op) {
+    case DP_SUM: case DP_MEAN: case DP_MAX: case DP_MIN: case DP_ARGMAX: case DP_ARGMIN: break;
+    default: return dp_cuda_error("CUDA reduce: reduction %d has no kernel", (int)op);
+    }
     if (dim >= in->ndim) return dp_cuda_error("CUDA reduce: dim %d out of range for %d dims", dim, in->ndim);
     if (idx && idx->dtype != DP_INT64) return dp_cuda_error("CUDA reduce: indices must be int64");
     dp_reduce_geom g;

@@ -61,14 +61,6 @@ static int o_sub(lua_State *L) { return add_sub(L, DP_SUB); }
 static int o_mul(lua_State *L) { return binary(L, DP_MUL, 1, 2); }
 static int o_div(lua_State *L) { return binary(L, DP_DIV, 1, 2); }
 static int o_pow(lua_State *L) { return binary(L, DP_POW, 1, 2); }
-static int o_eq(lua_State *L) { return binary(L, DP_EQ, 1, 2); }
-static int o_ne(lua_State *L) { return binary(L, DP_NE, 1, 2); }
-static int o_lt(lua_State *L) { return binary(L, DP_LT, 1, 2); }
-static int o_le(lua_State *L) { return binary(L, DP_LE, 1, 2); }
-static int o_gt(lua_State *L) { return binary(L, DP_GT, 1, 2); }
-static int o_ge(lua_State *L) { return binary(L, DP_GE, 1, 2); }
-static int o_maximum(lua_State *L) { return binary(L, DP_MAXIMUM, 1, 2); }
-static int o_minimum(lua_State *L) { return binary(L, DP_MINIMUM, 1, 2); }
 
 /* ------------------------------------------------------------------ unary */
 
@@ -78,16 +70,6 @@ static int unary(lua_State *L, dp_unary_op op, double p0, double p1)
     dp_tensor **slot = lt_newslot(L);
     return lt_done(L, *slot = dp_unary(op, t, p0, p1));
 }
-
-static int o_neg(lua_State *L) { return unary(L, DP_NEG, 0, 0); }
-static int o_exp(lua_State *L) { return unary(L, DP_EXP, 0, 0); }
-static int o_log(lua_State *L) { return unary(L, DP_LOG, 0, 0); }
-static int o_sqrt(lua_State *L) { return unary(L, DP_SQRT, 0, 0); }
-static int o_abs(lua_State *L) { return unary(L, DP_ABS, 0, 0); }
-static int o_relu(lua_State *L) { return unary(L, DP_RELU, 0, 0); }
-static int o_sigmoid(lua_State *L) { return unary(L, DP_SIGMOID, 0, 0); }
-static int o_tanh(lua_State *L) { return unary(L, DP_TANH, 0, 0); }
-static int o_sign(lua_State *L) { return unary(L, DP_SIGN, 0, 0); }
 
 static int o_unm(lua_State *L)
 {
@@ -290,6 +272,27 @@ static int o_normal_(lua_State *L)
     return self_or_raise(L, dp_normal_(t, mean, std));
 }
 
+/* ------------------------------------------------------------------ the op table's rows */
+
+/* Rows whose BIND is AUTO get a C function here, named after the op: t:name(...) and
+ * torch.name(t, ...); OWN rows are bound above by hand. */
+#define BIND_UNARY_AUTO(NAME) static int u_##NAME(lua_State *L) { return unary(L, DP_##NAME, 0, 0); }
+#define BIND_BINARY_AUTO(NAME) static int b_##NAME(lua_State *L) { return binary(L, DP_##NAME, 1, 2); }
+#define BIND_UNARY_OWN(NAME)
+#define BIND_UNARY_NONE(NAME)
+#define BIND_BINARY_OWN(NAME)
+#define BIND_BINARY_NONE(NAME)
+#define DP_UNARY_OP(NAME, lua, BIND, ...) BIND_UNARY_##BIND(NAME)
+#define DP_BINARY_OP(NAME, lua, BIND, ...) BIND_BINARY_##BIND(NAME)
+#include "../src/ops.def"
+
+#define REG_UNARY_AUTO(NAME, lua) { lua, u_##NAME },
+#define REG_BINARY_AUTO(NAME, lua) { lua, b_##NAME },
+#define REG_UNARY_OWN(NAME, lua)
+#define REG_UNARY_NONE(NAME, lua)
+#define REG_BINARY_OWN(NAME, lua)
+#define REG_BINARY_NONE(NAME, lua)
+
 /* ------------------------------------------------------------------ metamethods */
 
 static int m_add(lua_State *L) { return binary(L, DP_ADD, 1, 2); }
@@ -301,11 +304,10 @@ const luaL_Reg lt_math_metamethods[] = {
 };
 
 const luaL_Reg lt_math_functions[] = {
-    { "add", o_add }, { "sub", o_sub }, { "mul", o_mul }, { "div", o_div }, { "pow", o_pow },
-    { "eq", o_eq }, { "ne", o_ne }, { "lt", o_lt }, { "le", o_le }, { "gt", o_gt }, { "ge", o_ge },
-    { "maximum", o_maximum }, { "minimum", o_minimum },
-    { "neg", o_neg }, { "exp", o_exp }, { "log", o_log }, { "sqrt", o_sqrt }, { "abs", o_abs },
-    { "relu", o_relu }, { "sigmoid", o_sigmoid }, { "tanh", o_tanh }, { "sign", o_sign },
+#define DP_UNARY_OP(NAME, lua, BIND, ...) REG_UNARY_##BIND(NAME, lua)
+#define DP_BINARY_OP(NAME, lua, BIND, ...) REG_BINARY_##BIND(NAME, lua)
+#include "../src/ops.def"
+    { "add", o_add }, { "sub", o_sub },
     { "clamp", o_clamp }, { "sum", o_sum }, { "mean", o_mean }, { "max", o_max }, { "min", o_min },
     { "argmax", o_argmax }, { "argmin", o_argmin }, { "softmax", o_softmax },
     { "log_softmax", o_log_softmax }, { "matmul", o_matmul }, { "mm", o_mm }, { "addmm", o_addmm },
@@ -317,3 +319,28 @@ const luaL_Reg lt_math_methods[] = {
     { "clamp_", o_clamp_ }, { "zero_", o_zero_ }, { "fill_", o_fill_ }, { "copy_", o_copy_ },
     { "uniform_", o_uniform_ }, { "normal_", o_normal_ }, { NULL, NULL }
 };
+
+/* torch._C.ops(): the op table as a list of rows {family=, name=, bind=, node=, node_dim=,
+ * rule=, bools=, save=} (nil where a row has no such fact), for the op sweep and tools. */
+int lt_push_op_table(lua_State *L)
+{
+    static const char *const families[] = { "unary", "binary", "reduce" };
+    int n;
+    const dp_op_info *rows = dp_op_table(&n);
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        const dp_op_info *r = &rows[i];
+        lua_createtable(L, 0, 8);
+        const char *const fields[][2] = {
+            { "family", families[r->family] }, { "name", r->name }, { "bind", r->bind }, { "node", r->node },
+            { "node_dim", r->node_dim }, { "rule", r->rule }, { "bools", r->bools }, { "save", r->save },
+        };
+        for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
+            if (!fields[f][1]) continue;
+            lua_pushstring(L, fields[f][1]);
+            lua_setfield(L, -2, fields[f][0]);
+        }
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}

@@ -44,6 +44,7 @@ extern const luaL_Reg lt_tensor_methods[];   /* l_tensor.c: methods only */
 extern const luaL_Reg lt_math_functions[];   /* l_ops.c: methods that torch.* also offers */
 extern const luaL_Reg lt_math_methods[];     /* l_ops.c: in-place methods */
 extern const luaL_Reg lt_math_metamethods[]; /* l_ops.c: __add, __sub, ... */
+int lt_push_op_table(lua_State *L);          /* l_ops.c: torch._C.ops() */
 
 /* Creates the tensor, device and node metatables (once per state) and pushes the table of
  * tensor methods (torch.Tensor). */

@@ -694,7 +694,7 @@ static const luaL_Reg torch_functions[] = {
     { "linear", c_linear }, { "mse_loss", c_mse_loss }, { "nll_loss", c_nll_loss },
     { "cross_entropy", c_cross_entropy }, { "dropout", c_dropout }, { "sgd_step", c_sgd_step },
     { "adam_step", c_adam_step }, { "to_reuse", c_to_reuse }, { "bytes_copied", c_bytes_copied }, { "set_data", c_set_data },
-    { NULL, NULL }
+    { "ops", lt_push_op_table }, { NULL, NULL }
 };
 
 int dplua_open_core(lua_State *L)

@@ -38,18 +38,19 @@ typedef struct dp_backend {
     int (*synchronize)(dp_device dev);
 
     /* kernels: all views live on this backend's devices; out has the full result shape,
-     * inputs are already broadcast to it (stride 0) unless said otherwise */
+     * inputs are already broadcast to it (stride 0) unless said otherwise.  The op kernels
+     * are expanded from ops.def; an op a backend does not know returns an error. */
     int (*fill)(const dp_view *out, double value);
     /* strided copy with dtype conversion; in has out's shape */
     int (*copy)(const dp_view *out, const dp_view *in);
-    int (*unary)(int op /* dp_unary_op */, const dp_view *out, const dp_view *in, double p0, double p1);
+    int (*unary)(dp_unary_op op, const dp_view *out, const dp_view *in, double p0, double p1);
     /* out's dtype is the result dtype (bool for comparisons); a and b have the compute dtype */
-    int (*binary)(int op /* dp_binary_op */, const dp_view *out, const dp_view *a, const dp_view *b);
-    int (*binary_scalar)(int op, const dp_view *out, const dp_view *a, double s, bool reverse);
+    int (*binary)(dp_binary_op op, const dp_view *out, const dp_view *a, const dp_view *b);
+    int (*binary_scalar)(dp_binary_op op, const dp_view *out, const dp_view *a, double s, bool reverse);
     /* reduce `in` along dim (dim < 0: all) into out (out has in's shape with dim removed,
      * or a 0-dim view).  For max/min/argmax/argmin, idx (int64, may be NULL) receives the
      * 0-based index along dim. */
-    int (*reduce)(int op /* dp_reduce_op */, const dp_view *out, const dp_view *idx, const dp_view *in, int dim);
+    int (*reduce)(dp_reduce_op op, const dp_view *out, const dp_view *idx, const dp_view *in, int dim);
     /* log ? log_softmax : softmax along dim; out and in same shape */
     int (*softmax)(bool log, const dp_view *out, const dp_view *in, int dim);
     /* backward of (log_)softmax: grad_in from grad_out and the forward output y */
@@ -94,10 +95,16 @@ extern const dp_backend dp_cpu_backend;
 /* A view descriptor of a tensor. */
 dp_view dp_view_of(const dp_tensor *t);
 
+/* What the engine hands a backend library when it initialises it: the library reports its
+ * errors through these, so it never looks the engine up by symbol name. */
+typedef struct {
+    int (*error)(const char *fmt, ...);   /* dp_error */
+} dp_backend_host;
+
 /* The CUDA backend lives in libdplua_cuda.so (kernels/), loaded at run time on first use.
- * It exports:  const dp_backend *dp_cuda_backend_init(int *device_count, char *err, size_t errlen);
- * plus the functions below, looked up with dlsym. */
-typedef const dp_backend *(*dp_cuda_init_fn)(int *device_count, char *err, size_t errlen);
+ * It exports dp_cuda_backend_init, of this type (kernels/cuda.h declares it so, and
+ * compiles against this typedef), plus the functions below, looked up with dlsym. */
+typedef const dp_backend *(*dp_cuda_init_fn)(const dp_backend_host *host, int *device_count, char *err, size_t errlen);
 /* A symbol of the loaded CUDA backend library (e.g. the NCCL collectives it exports), or
  * NULL when the backend is not built or cannot be loaded. */
 void *dp_cuda_symbol(const char *name);

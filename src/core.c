@@ -158,7 +158,8 @@ static void cuda_load(void)
     }
     char err[400] = "";
     int count = 0;
-    const dp_backend *b = init(&count, err, sizeof err);
+    static const dp_backend_host host = { .error = dp_error };
+    const dp_backend *b = init(&host, &count, err, sizeof err);
     g_cuda_lib = h;
     if (!b || count <= 0) {
         snprintf(g_cuda_why, sizeof g_cuda_why, "no CUDA device was found%s%s", err[0] ? ": " : "", err);

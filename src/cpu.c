@@ -1,23 +1,14 @@
-/* cpu.c: the CPU backend: a caching host allocator, strided kernels that vectorise on
- * contiguous data and split large work across threads (OpenMP), OpenBLAS GEMMs. */
+/* cpu.c: the CPU backend: a caching host allocator, strided iteration, copies with dtype
+ * conversion, softmax, OpenBLAS GEMMs, indexing, random draws, losses and optimizer
+ * updates, and the backend struct.  The op table's kernels are in cpu_ops.c. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cblas.h>
 
-#include "internal.h"
+#include "cpu.h"
 #include "philox.h"
-
-#define GRAIN 131072   /* elements per thread below which a kernel stays on one thread */
-
-/* Hot kernels are compiled twice, for AVX2 and for the x86-64 baseline, and the loader
- * picks one for the processor it runs on (GCC function multiversioning). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define HOT __attribute__((target_clones("avx2", "default")))
-#else
-#define HOT
-#endif
 
 /* ---------------------------------------------------------------- caching allocator
  * Large blocks are kept after free and handed out again, so a loop that makes and drops
@@ -114,21 +105,9 @@ static int cpu_copy_d2h(dp_device dev, void *dst, const void *src, size_t n) { m
 static int cpu_copy_d2d(dp_device dd, void *dst, dp_device sd, const void *src, size_t n) { memcpy(dst, src, n); return 0; }
 static int cpu_sync(dp_device dev) { return 0; }
 
-/* ---------------------------------------------------------------- strided iteration
- * Up to three operands of one shape; dimensions are collapsed where every operand is
- * contiguous across them, then the last dimension is the inner loop. */
+/* ---------------------------------------------------------------- strided iteration */
 
-typedef struct {
-    int ndim, nops;
-    int64_t sizes[DP_MAX_DIMS];
-    int64_t strides[3][DP_MAX_DIMS];   /* in elements */
-    char *base[3];
-    int esize[3];
-} iter_t;
-
-typedef void (*inner_fn)(void *ctx, int64_t n, char **p, const int64_t *s);
-
-static void iter_init(iter_t *it, int nops, const dp_view *const *v)
+void iter_init(iter_t *it, int nops, const dp_view *const *v)
 {
     it->nops = nops;
     int nd = 0;
@@ -191,9 +170,11 @@ static void iter_outer_range(void *c, int64_t lo, int64_t hi, int part)
     for (int64_t o = lo; o < hi; o++) iter_outer(j->it, j->fn, j->ctx, o, j->inner, j->s);
 }
 
-static void iter_run(iter_t *it, inner_fn fn, void *ctx)
+void iter_run(iter_t *it, inner_fn fn, void *ctx)
 {
     int nd = it->ndim, nops = it->nops;
+    for (int d = 0; d < nd; d++)
+        if (it->sizes[d] == 0) return;   /* a 0-sized dimension: nothing to do */
     int64_t inner = it->sizes[nd - 1], outer = 1;
     for (int d = 0; d < nd - 1; d++) outer *= it->sizes[d];
     int64_t s[3];
@@ -201,166 +182,6 @@ static void iter_run(iter_t *it, inner_fn fn, void *ctx)
     iter_job j = { it, fn, ctx, inner, s };
     if (outer == 1) dp_parallel(inner, GRAIN, iter_inner_range, &j);
     else dp_parallel(outer, (GRAIN + inner - 1) / inner, iter_outer_range, &j);
-}
-
-/* ---------------------------------------------------------------- elementwise kernels */
-
-typedef struct { int op; double p0, p1, s; bool rev; } ew_ctx;
-
-#define LOOP2(TO, TA, EXPR) do {                                                     \
-        TO *o = (TO *)p[0]; const TA *a = (const TA *)p[1];                          \
-        int64_t so = s[0], sa = s[1];                                                \
-        if (so == 1 && sa == 1) { for (int64_t i = 0; i < n; i++) { TA x = a[i]; o[i] = (TO)(EXPR); } } \
-        else { for (int64_t i = 0; i < n; i++) { TA x = a[i * sa]; o[i * so] = (TO)(EXPR); } } \
-    } while (0)
-
-#define LOOP3(TO, T, EXPR) do {                                                      \
-        TO *o = (TO *)p[0]; const T *a = (const T *)p[1], *b = (const T *)p[2];      \
-        int64_t so = s[0], sa = s[1], sb = s[2];                                     \
-        if (so == 1 && sa == 1 && sb == 1) { for (int64_t i = 0; i < n; i++) { T x = a[i], y = b[i]; o[i] = (TO)(EXPR); } } \
-        else if (so == 1 && sa == 1 && sb == 0) { T y = b[0]; for (int64_t i = 0; i < n; i++) { T x = a[i]; o[i] = (TO)(EXPR); } } \
-        else if (so == 1 && sa == 0 && sb == 1) { T x = a[0]; for (int64_t i = 0; i < n; i++) { T y = b[i]; o[i] = (TO)(EXPR); } } \
-        else { for (int64_t i = 0; i < n; i++) { T x = a[i * sa], y = b[i * sb]; o[i * so] = (TO)(EXPR); } } \
-    } while (0)
-
-static inline int64_t ipow(int64_t x, int64_t y)
-{
-    if (y < 0) return x == 1 ? 1 : (x == -1 ? (y & 1 ? -1 : 1) : 0);
-    int64_t r = 1;
-    while (y) { if (y & 1) r *= x; x *= x; y >>= 1; }
-    return r;
-}
-
-#define FMAX(x, y) ((x) > (y) || (x) != (x) ? (x) : (y))
-#define FMIN(x, y) ((x) < (y) || (x) != (x) ? (x) : (y))
-
-#define BINARY_CASES(T, POW)                                   \
-    case DP_ADD: LOOP3(T, T, x + y); break;                    \
-    case DP_SUB: LOOP3(T, T, x - y); break;                    \
-    case DP_MUL: LOOP3(T, T, x * y); break;                    \
-    case DP_DIV: LOOP3(T, T, x / y); break;                    \
-    case DP_POW: LOOP3(T, T, POW(x, y)); break;                \
-    case DP_MAXIMUM: LOOP3(T, T, FMAX(x, y)); break;           \
-    case DP_MINIMUM: LOOP3(T, T, FMIN(x, y)); break;           \
-    case DP_EQ: LOOP3(bool, T, x == y); break;                 \
-    case DP_NE: LOOP3(bool, T, x != y); break;                 \
-    case DP_LT: LOOP3(bool, T, x < y); break;                  \
-    case DP_LE: LOOP3(bool, T, x <= y); break;                 \
-    case DP_GT: LOOP3(bool, T, x > y); break;                  \
-    case DP_GE: LOOP3(bool, T, x >= y); break;
-
-HOT static void bin_f32(void *c, int64_t n, char **p, const int64_t *s) { switch (((ew_ctx *)c)->op) { BINARY_CASES(float, powf) } }
-HOT static void bin_f64(void *c, int64_t n, char **p, const int64_t *s) { switch (((ew_ctx *)c)->op) { BINARY_CASES(double, pow) } }
-#define IDIV(x, y) ((y) ? (x) / (y) : 0)
-static void bin_i64(void *c, int64_t n, char **p, const int64_t *s)
-{
-    switch (((ew_ctx *)c)->op) {
-    case DP_ADD: LOOP3(int64_t, int64_t, x + y); break;
-    case DP_SUB: LOOP3(int64_t, int64_t, x - y); break;
-    case DP_MUL: LOOP3(int64_t, int64_t, x * y); break;
-    case DP_DIV: LOOP3(int64_t, int64_t, IDIV(x, y)); break;
-    case DP_POW: LOOP3(int64_t, int64_t, ipow(x, y)); break;
-    case DP_MAXIMUM: LOOP3(int64_t, int64_t, x > y ? x : y); break;
-    case DP_MINIMUM: LOOP3(int64_t, int64_t, x < y ? x : y); break;
-    case DP_EQ: LOOP3(bool, int64_t, x == y); break;
-    case DP_NE: LOOP3(bool, int64_t, x != y); break;
-    case DP_LT: LOOP3(bool, int64_t, x < y); break;
-    case DP_LE: LOOP3(bool, int64_t, x <= y); break;
-    case DP_GT: LOOP3(bool, int64_t, x > y); break;
-    case DP_GE: LOOP3(bool, int64_t, x >= y); break;
-    }
-}
-static void bin_bool(void *c, int64_t n, char **p, const int64_t *s)
-{
-    switch (((ew_ctx *)c)->op) {
-    case DP_ADD: case DP_MAXIMUM: LOOP3(bool, bool, x || y); break;
-    case DP_MUL: case DP_MINIMUM: LOOP3(bool, bool, x && y); break;
-    case DP_SUB: LOOP3(bool, bool, x != y); break;
-    case DP_EQ: LOOP3(bool, bool, x == y); break;
-    case DP_NE: LOOP3(bool, bool, x != y); break;
-    case DP_LT: LOOP3(bool, bool, x < y); break;
-    case DP_LE: LOOP3(bool, bool, x <= y); break;
-    case DP_GT: LOOP3(bool, bool, x > y); break;
-    case DP_GE: LOOP3(bool, bool, x >= y); break;
-    default: LOOP3(bool, bool, x && !x && y); break;
-    }
-}
-static inner_fn const bin_fns[DP_NDTYPES] = { bin_f32, bin_f64, bin_i64, bin_bool };
-
-static int cpu_binary(int op, const dp_view *out, const dp_view *a, const dp_view *b)
-{
-    const dp_view *v[3] = { out, a, b };
-    iter_t it;
-    iter_init(&it, 3, v);
-    ew_ctx c = { .op = op };
-    iter_run(&it, bin_fns[a->dtype], &c);
-    return 0;
-}
-
-/* a op s (or s op a): the scalar is a broadcast operand of the compute dtype */
-static int cpu_binary_scalar(int op, const dp_view *out, const dp_view *a, double s, bool reverse)
-{
-    union { float f; double d; int64_t i; bool b; } sv;
-    switch (a->dtype) {
-    case DP_FLOAT32: sv.f = (float)s; break;
-    case DP_FLOAT64: sv.d = s; break;
-    case DP_INT64: sv.i = (int64_t)s; break;
-    default: sv.b = s != 0; break;
-    }
-    dp_view sc = *a;
-    sc.data = &sv;
-    for (int d = 0; d < sc.ndim; d++) sc.strides[d] = 0;
-    return reverse ? cpu_binary(op, out, &sc, a) : cpu_binary(op, out, a, &sc);
-}
-
-static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-static inline double sigmoidd(double x) { return 1.0 / (1.0 + exp(-x)); }
-
-#define UNARY_FLOAT(T, EXP, LOG, SQRT, ABS, TANH, SIG) do {                                  \
-        ew_ctx *cx = c; T lo = (T)cx->p0, hi = (T)cx->p1;                                      \
-        bool has_lo = cx->p0 == cx->p0, has_hi = cx->p1 == cx->p1;                             \
-        switch (cx->op) {                                                                      \
-        case DP_NEG: LOOP2(T, T, -x); break;                                                   \
-        case DP_EXP: LOOP2(T, T, EXP(x)); break;                                               \
-        case DP_LOG: LOOP2(T, T, LOG(x)); break;                                               \
-        case DP_SQRT: LOOP2(T, T, SQRT(x)); break;                                             \
-        case DP_ABS: LOOP2(T, T, ABS(x)); break;                                               \
-        case DP_RELU: LOOP2(T, T, x > 0 || x != x ? x : 0); break;                             \
-        case DP_SIGMOID: LOOP2(T, T, SIG(x)); break;                                           \
-        case DP_TANH: LOOP2(T, T, TANH(x)); break;                                             \
-        case DP_CLAMP: LOOP2(T, T, x != x ? x : (has_lo && x < lo ? lo : (has_hi && x > hi ? hi : x))); break; \
-        case DP_SIGN: LOOP2(T, T, (x > 0) - (x < 0)); break;                                   \
-        case DP_RELU_MASK: LOOP2(T, T, x > 0 ? 1 : 0); break;                                  \
-        }                                                                                      \
-    } while (0)
-
-HOT static void un_f32(void *c, int64_t n, char **p, const int64_t *s) { UNARY_FLOAT(float, expf, logf, sqrtf, fabsf, tanhf, sigmoidf); }
-HOT static void un_f64(void *c, int64_t n, char **p, const int64_t *s) { UNARY_FLOAT(double, exp, log, sqrt, fabs, tanh, sigmoidd); }
-static void un_i64(void *c, int64_t n, char **p, const int64_t *s)
-{
-    ew_ctx *cx = c;
-    int64_t lo = cx->p0 == cx->p0 ? (int64_t)cx->p0 : INT64_MIN, hi = cx->p1 == cx->p1 ? (int64_t)cx->p1 : INT64_MAX;
-    switch (cx->op) {
-    case DP_NEG: LOOP2(int64_t, int64_t, -x); break;
-    case DP_ABS: LOOP2(int64_t, int64_t, x < 0 ? -x : x); break;
-    case DP_RELU: LOOP2(int64_t, int64_t, x > 0 ? x : 0); break;
-    case DP_CLAMP: LOOP2(int64_t, int64_t, x < lo ? lo : (x > hi ? hi : x)); break;
-    case DP_SIGN: LOOP2(int64_t, int64_t, (x > 0) - (x < 0)); break;
-    case DP_RELU_MASK: LOOP2(int64_t, int64_t, x > 0); break;
-    default: LOOP2(int64_t, int64_t, x); break;
-    }
-}
-static void un_bool(void *c, int64_t n, char **p, const int64_t *s) { LOOP2(bool, bool, x); }
-static inner_fn const un_fns[DP_NDTYPES] = { un_f32, un_f64, un_i64, un_bool };
-
-static int cpu_unary(int op, const dp_view *out, const dp_view *in, double p0, double p1)
-{
-    const dp_view *v[2] = { out, in };
-    iter_t it;
-    iter_init(&it, 2, v);
-    ew_ctx c = { .op = op, .p0 = p0, .p1 = p1 };
-    iter_run(&it, un_fns[in->dtype], &c);
-    return 0;
 }
 
 /* copy with conversion: one inner function per (out, in) dtype pair */
@@ -409,218 +230,6 @@ static int cpu_fill(const dp_view *out, double value)
     sc.data = &sv;
     for (int d = 0; d < sc.ndim; d++) sc.strides[d] = 0;
     return cpu_copy(out, &sc);
-}
-
-/* ---------------------------------------------------------------- reductions */
-
-static inline double load_d(const char *p, int dt)
-{
-    switch (dt) {
-    case DP_FLOAT32: return *(const float *)p;
-    case DP_FLOAT64: return *(const double *)p;
-    case DP_INT64: return (double)*(const int64_t *)p;
-    default: return *(const bool *)p;
-    }
-}
-
-static inline void store_d(char *p, int dt, double v)
-{
-    switch (dt) {
-    case DP_FLOAT32: *(float *)p = (float)v; break;
-    case DP_FLOAT64: *(double *)p = v; break;
-    case DP_INT64: *(int64_t *)p = (int64_t)v; break;
-    default: *(bool *)p = v != 0; break;
-    }
-}
-
-/* Sums of contiguous data: vector lanes accumulate in double (still faster than memory
- * delivers floats), blocks of 4096 keep the threads' shares even. */
-#define SUM_BLOCK 4096
-
-/* 16 independent lanes keep the adders busy instead of waiting on one chain */
-#define SUM_LANES(T) do {                                                   \
-        double lane[16] = { 0 };                                            \
-        int64_t i = 0;                                                      \
-        for (; i + 16 <= n; i += 16)                                        \
-            for (int k = 0; k < 16; k++) lane[k] += (double)x[i + k];       \
-        double acc = 0;                                                     \
-        for (int k = 0; k < 16; k++) acc += lane[k];                        \
-        for (; i < n; i++) acc += (double)x[i];                             \
-        return acc;                                                         \
-    } while (0)
-
-/* floats: 256-element pieces summed in 16 float lanes (each lane adds 16 values, so the
- * rounding stays near 1e-6 relative), the pieces added in double */
-HOT static double sum_block_f32(const float *x, int64_t n)
-{
-    double acc = 0;
-    int64_t i = 0;
-    for (; i + 256 <= n; i += 256) {
-        float lane[16] = { 0 };
-        for (int64_t j = 0; j < 256; j += 16)
-            for (int k = 0; k < 16; k++) lane[k] += x[i + j + k];
-        double piece = 0;
-        for (int k = 0; k < 16; k++) piece += lane[k];
-        acc += piece;
-    }
-    for (; i < n; i++) acc += x[i];
-    return acc;
-}
-HOT static double sum_block_f64(const double *x, int64_t n) { SUM_LANES(double); }
-
-typedef struct { const void *x; bool f64; double part[64]; } sum_job;
-
-static void sum_range(void *c, int64_t lo, int64_t hi, int part)
-{
-    sum_job *j = c;
-    double acc = 0;
-    for (int64_t b = lo; b < hi; b += SUM_BLOCK) {
-        int64_t len = hi - b < SUM_BLOCK ? hi - b : SUM_BLOCK;
-        acc += j->f64 ? sum_block_f64((const double *)j->x + b, len) : sum_block_f32((const float *)j->x + b, len);
-    }
-    j->part[part] = acc;
-}
-
-/* the parts are added in order, so a sum is the same from run to run */
-static double sum_contig(const void *x, int64_t n, bool f64)
-{
-    sum_job j = { .x = x, .f64 = f64 };
-    int parts = dp_pool_threads() < 64 ? dp_pool_threads() : 64;
-    for (int i = 0; i < parts; i++) j.part[i] = 0;
-    dp_parallel(n, 4 * GRAIN, sum_range, &j);
-    double acc = 0;
-    for (int i = 0; i < parts; i++) acc += j.part[i];
-    return acc;
-}
-
-static double sum_f32(const float *x, int64_t n) { return sum_contig(x, n, false); }
-static double sum_f64(const double *x, int64_t n) { return sum_contig(x, n, true); }
-
-typedef struct {
-    int op;
-    const dp_view *out, *idx, *in;
-    int64_t len, stride;
-    int es, oes, nd;
-    bool is_sum;
-    int64_t sizes[DP_MAX_DIMS], istr[DP_MAX_DIMS], ostr[DP_MAX_DIMS], xstr[DP_MAX_DIMS];
-} reduce_job;
-
-/* reduces lanes [lo, hi) of the other dimensions */
-static void reduce_lanes(void *c, int64_t lo, int64_t hi, int part)
-{
-    const reduce_job *jb = c;
-    int op = jb->op, nd = jb->nd, es = jb->es, oes = jb->oes;
-    const dp_view *out = jb->out, *idx = jb->idx, *in = jb->in;
-    int64_t len = jb->len, stride = jb->stride;
-    bool is_sum = jb->is_sum;
-    const int64_t *sizes = jb->sizes, *istr = jb->istr, *ostr = jb->ostr, *xstr = jb->xstr;
-    for (int64_t o = lo; o < hi; o++) {
-        const char *ip = in->data;
-        char *op_ = out->data, *xp = idx ? idx->data : NULL;
-        int64_t rem = o;
-        for (int d = nd - 1; d >= 0; d--) {
-            int64_t i = rem % sizes[d];
-            rem /= sizes[d];
-            ip += i * istr[d] * es;
-            op_ += i * ostr[d] * oes;
-            if (xp) xp += i * xstr[d] * 8;
-        }
-        if (is_sum) {
-            double acc = 0;
-            if (in->dtype == DP_FLOAT32 && stride == 1) acc = sum_f32((const float *)ip, len);
-            else if (in->dtype == DP_INT64) {
-                int64_t ia = 0;
-                for (int64_t r = 0; r < len; r++) ia += *(const int64_t *)(ip + r * stride * es);
-                if (op == DP_SUM && out->dtype == DP_INT64) { *(int64_t *)op_ = ia; continue; }
-                acc = (double)ia;
-            } else for (int64_t r = 0; r < len; r++) acc += load_d(ip + r * stride * es, in->dtype);
-            store_d(op_, out->dtype, op == DP_MEAN ? acc / (double)len : acc);
-        } else {
-            bool want_max = op == DP_MAX || op == DP_ARGMAX;
-            int64_t best_i = 0;
-            if (in->dtype == DP_INT64) {
-                int64_t best = *(const int64_t *)ip;
-                for (int64_t r = 1; r < len; r++) {
-                    int64_t x = *(const int64_t *)(ip + r * stride * es);
-                    if (want_max ? x > best : x < best) { best = x; best_i = r; }
-                }
-                if (op == DP_ARGMAX || op == DP_ARGMIN) *(int64_t *)op_ = best_i;
-                else *(int64_t *)op_ = best;
-            } else {
-                double best = load_d(ip, in->dtype);
-                for (int64_t r = 1; r < len && best == best; r++) {
-                    double x = load_d(ip + r * stride * es, in->dtype);
-                    if (x != x || (want_max ? x > best : x < best)) { best = x; best_i = r; }
-                }
-                if (op == DP_ARGMAX || op == DP_ARGMIN) *(int64_t *)op_ = best_i;
-                else store_d(op_, out->dtype, best);
-            }
-            if (xp) *(int64_t *)xp = best_i;
-        }
-    }
-}
-
-static int cpu_reduce(int op, const dp_view *out, const dp_view *idx, const dp_view *in, int dim)
-{
-    int64_t len = in->sizes[dim], stride = in->strides[dim];
-    int es = (int)dp_dtype_size(in->dtype), oes = (int)dp_dtype_size(out->dtype);
-    /* the other dimensions, in order: they index out (and idx) */
-    int nd = 0;
-    int64_t sizes[DP_MAX_DIMS], istr[DP_MAX_DIMS], ostr[DP_MAX_DIMS], xstr[DP_MAX_DIMS];
-    for (int d = 0, k = 0; d < in->ndim; d++) {
-        if (d == dim) continue;
-        sizes[nd] = in->sizes[d];
-        istr[nd] = in->strides[d];
-        ostr[nd] = out->strides[k];
-        xstr[nd] = idx ? idx->strides[k] : 0;
-        nd++; k++;
-    }
-    int64_t outer = 1;
-    for (int d = 0; d < nd; d++) outer *= sizes[d];
-    bool is_sum = op == DP_SUM || op == DP_MEAN;
-
-    /* whole-tensor sums of contiguous data: the vectorised path */
-    if (is_sum && outer == 1 && stride == 1 && (in->dtype == DP_FLOAT32 || in->dtype == DP_FLOAT64)) {
-        double acc = in->dtype == DP_FLOAT32 ? sum_f32(in->data, len) : sum_f64(in->data, len);
-        store_d(out->data, out->dtype, op == DP_MEAN ? acc / (double)len : acc);
-        return 0;
-    }
-    /* sums over a leading dimension of contiguous rows (bias gradients): add rows */
-    if (is_sum && in->dtype == DP_FLOAT32 && out->dtype == DP_FLOAT32 && nd >= 1 && len > 1) {
-        bool rows = true;
-        int64_t inner = 1;
-        for (int d = in->ndim - 1; d > dim; d--) { if (in->strides[d] != inner) rows = false; inner *= in->sizes[d]; }
-        if (stride != inner) rows = false;
-        int64_t ostep = 1;
-        for (int d = out->ndim - 1; d >= 0 && rows; d--) { if (out->strides[d] != ostep) rows = false; ostep *= out->sizes[d]; }
-        int64_t pre = 1;
-        for (int d = 0; d < dim; d++) { if (in->strides[d] != inner * len * pre && in->sizes[d] != 1) rows = false; pre *= in->sizes[d]; }
-        if (rows && inner > 1) {
-            const float *x = in->data;
-            float *o = out->data;
-            double scale = op == DP_MEAN ? 1.0 / (double)len : 1.0;
-            for (int64_t pi = 0; pi < pre; pi++) {
-                double *acc = calloc((size_t)inner, sizeof(double));
-                if (!acc) continue;
-                for (int64_t r = 0; r < len; r++) {
-                    const float *row = x + (pi * len + r) * inner;
-                    #pragma omp simd
-                    for (int64_t j = 0; j < inner; j++) acc[j] += row[j];
-                }
-                for (int64_t j = 0; j < inner; j++) o[pi * inner + j] = (float)(acc[j] * scale);
-                free(acc);
-            }
-            return 0;
-        }
-    }
-    reduce_job j = { .op = op, .out = out, .idx = idx, .in = in, .len = len, .stride = stride,
-                     .es = es, .oes = oes, .nd = nd, .is_sum = is_sum };
-    memcpy(j.sizes, sizes, sizeof sizes);
-    memcpy(j.istr, istr, sizeof istr);
-    memcpy(j.ostr, ostr, sizeof ostr);
-    memcpy(j.xstr, xstr, sizeof xstr);
-    dp_parallel(outer, (GRAIN + len - 1) / len, reduce_lanes, &j);
-    return 0;
 }
 
 /* ---------------------------------------------------------------- softmax */

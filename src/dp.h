@@ -206,20 +206,45 @@ dp_tensor *dp_to_reuse(dp_tensor *t, dp_tensor *dst, bool copy);
  * specs and benchmarks read. */
 uint64_t dp_bytes_copied_between_devices(void);
 
-/* ---- elementwise ops (differentiable, broadcasting) */
+/* ---- elementwise ops (differentiable, broadcasting).  The ops and their facts are the
+ * rows of ops.def; dp_op_info says what a row says. */
 typedef enum {
-    DP_ADD = 0, DP_SUB, DP_MUL, DP_DIV, DP_POW,
-    DP_EQ, DP_NE, DP_LT, DP_LE, DP_GT, DP_GE,     /* comparisons: bool result, not differentiable */
-    DP_MAXIMUM, DP_MINIMUM,
+#define DP_BINARY_OP(NAME, ...) DP_##NAME,
+#include "ops.def"
     DP_NBINARY
 } dp_binary_op;
 
 typedef enum {
-    DP_NEG = 0, DP_EXP, DP_LOG, DP_SQRT, DP_ABS, DP_RELU, DP_SIGMOID, DP_TANH,
-    DP_CLAMP,          /* params: lo, hi (NaN = unbounded) */
-    DP_SIGN, DP_RELU_MASK /* x > 0 as the same dtype (backward helper) */,
+#define DP_UNARY_OP(NAME, ...) DP_##NAME,
+#include "ops.def"
     DP_NUNARY
 } dp_unary_op;
+
+typedef enum {
+#define DP_REDUCE_OP(NAME, ...) DP_##NAME,
+#include "ops.def"
+    DP_NREDUCE
+} dp_reduce_op;
+
+typedef enum { DP_OP_UNARY = 0, DP_OP_BINARY, DP_OP_REDUCE } dp_op_family;
+
+/* One row of the op table, as data: what the Lua binding registers and the op sweep runs. */
+typedef struct {
+    dp_op_family family;
+    int op;                 /* dp_unary_op, dp_binary_op or dp_reduce_op */
+    const char *name;       /* the Lua name */
+    const char *bind;       /* "auto", "own" or "none" */
+    const char *node;       /* autograd node (over every element, for reductions); NULL: none */
+    const char *node_dim;   /* reductions: the node along a dimension */
+    const char *rule;       /* dtype rule, as the row spells it ("FLOAT", "ARITH", "SUM", ...) */
+    const char *bools;      /* binary ops: what bool operands do ("KEEP", "INT", "NONE") */
+    const char *save;       /* what backward reads ("NONE", "IN", "OUT", "BOTH") */
+} dp_op_info;
+
+/* The rows, in table order; *n receives their count. */
+const dp_op_info *dp_op_table(int *n);
+/* The row of an op, or NULL for a value outside its enum. */
+const dp_op_info *dp_op_find(dp_op_family family, int op);
 
 dp_tensor *dp_binary(dp_binary_op op, dp_tensor *a, dp_tensor *b);
 /* a op s, or s op a when reverse. */
@@ -242,7 +267,6 @@ int dp_copy_(dp_tensor *self, dp_tensor *src);   /* broadcast, any device/dtype 
 int dp_axpy_(dp_tensor *self, double alpha, dp_tensor *other);
 
 /* ---- reductions (differentiable).  dim < 0: over every element. */
-typedef enum { DP_SUM = 0, DP_MEAN, DP_MAX, DP_MIN, DP_ARGMAX, DP_ARGMIN, DP_NREDUCE } dp_reduce_op;
 /* For DP_MAX/DP_MIN with dim >= 0, *indices (if not NULL) receives the int64 indices (0-based). */
 dp_tensor *dp_reduce(dp_reduce_op op, dp_tensor *t, int dim, bool keepdim, dp_tensor **indices);
 

@@ -81,6 +81,19 @@ void dp_parallel(int64_t n, int64_t grain, dp_range_fn fn, void *ctx);
 int dp_pool_threads(void);
 void dp_pool_set_threads(int n);
 
-#define DP_CHECK(cond, ...) do { if (!(cond)) { dp_error(__VA_ARGS__); goto fail; } } while (0)
+/* Evaluates expr with grad mode off (backward passes and internal helpers). */
+#define NO_GRAD(expr) ({ bool was_ = dp_grad_enabled(); dp_set_grad_enabled(false); __typeof__(expr) r_ = (expr); \
+                         dp_set_grad_enabled(was_); r_; })
+/* Whether input i of a node wants a gradient. */
+#define DP_NEEDS_INPUT(n, i) ((n)->in[i].fn || (n)->in[i].leaf)
+
+/* A view descriptor of t broadcast to (ndim, sizes): stride 0 where t has size 1 or no dim. */
+dp_view dp_broadcast_view(const dp_tensor *t, int ndim, const int64_t *sizes);
+
+/* The backward functions of the op table's elementwise ops (derivatives.c).  Their nodes
+ * carry the op in ip[0], the parameters in p[], and save what the row's SAVE says. */
+int dp_unary_backward(dp_node *n, dp_tensor *g, dp_tensor **gin);
+int dp_binary_backward(dp_node *n, dp_tensor *g, dp_tensor **gin);
+int dp_scalar_backward(dp_node *n, dp_tensor *g, dp_tensor **gin);
 
 #endif

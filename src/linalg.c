@@ -75,7 +75,7 @@ static dp_tensor *bmm(dp_tensor *a, dp_tensor *b, const char *name)
     if (check_mm(a, b, name)) return NULL;
     dp_tensor *out = dp_bmm_raw(a, b, false, false);
     if (out && dp_needs_grad(2, (dp_tensor *const[]){ a, b })) {
-        dp_node *node = dp_node_new(a->ndim == 3 ? "BmmBackward" : "MmBackward", mm_backward, 2, (dp_tensor *const[]){ a, b });
+        dp_node *node = dp_node_new(a->ndim == 3 ? "BmmBackward0" : "MmBackward0", mm_backward, 2, (dp_tensor *const[]){ a, b });
         if (!node) { dp_tensor_release(out); return NULL; }
         dp_node_save(node, 0, a);
         dp_node_save(node, 1, b);
@@ -146,7 +146,7 @@ dp_tensor *dp_addmm(dp_tensor *c, dp_tensor *a, dp_tensor *b, double beta, doubl
     pa = alpha == 1 ? (dp_tensor_retain(p), p) : dp_binary_scalar(DP_MUL, p, alpha, false);
     cb = beta == 1 ? (dp_tensor_retain(c), c) : dp_binary_scalar(DP_MUL, c, beta, false);
     if (pa && cb) out = dp_binary(DP_ADD, cb, pa);
-    if (out && out->grad_fn) out->grad_fn->name = "AddmmBackward";   /* the whole op, as PyTorch names it */
+    if (out && out->grad_fn) out->grad_fn->name = "AddmmBackward0";   /* the whole op, as PyTorch names it */
     dp_tensor_release(p); dp_tensor_release(pa); dp_tensor_release(cb);
     return out;
 }
@@ -233,7 +233,7 @@ dp_tensor *dp_linear(dp_tensor *x, dp_tensor *w, dp_tensor *b)
     out = dp_make_view(y, x->ndim, osz, NULL, 0);
     dp_tensor *ins[3] = { x, w, b };
     if (out && dp_needs_grad(3, ins)) {
-        dp_node *node = dp_node_new(x->ndim == 2 && b ? "AddmmBackward" : "LinearBackward", linear_backward, b ? 3 : 2, ins);
+        dp_node *node = dp_node_new(x->ndim == 2 && b ? "AddmmBackward0" : "LinearBackward0", linear_backward, b ? 3 : 2, ins);
         if (!node) { dp_tensor_release(out); out = NULL; goto done; }
         dp_node_save(node, 0, x2);
         dp_node_save(node, 1, w);

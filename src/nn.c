@@ -195,7 +195,7 @@ dp_tensor *dp_nll_loss(dp_tensor *input, dp_tensor *target, dp_reduction red)
         if (dp_backend_for(input->device)->binary_scalar(DP_DIV, &o2, &o2, (double)N, false)) { dp_tensor_release(out); out = NULL; goto done; }
     }
     if (dp_needs_grad(1, &input)) {
-        dp_node *node = dp_node_new("NllLossBackward", nll_backward, 1, &input);
+        dp_node *node = dp_node_new("NllLossBackward0", nll_backward, 1, &input);
         if (!node) { dp_tensor_release(out); out = NULL; goto done; }
         node->ip[0] = red;
         node->p[0] = red == DP_REDUCTION_MEAN && N ? 1.0 / (double)N : 1.0;

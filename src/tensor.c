@@ -447,7 +447,7 @@ dp_tensor *dp_select(dp_tensor *t, int dim, int64_t index)
         if (d != dim) { sizes[k] = t->sizes[d]; strides[k++] = t->strides[d]; }
     dp_tensor *v = dp_make_view(t, t->ndim - 1, sizes, strides, t->offset + index * t->strides[dim]);
     int64_t ip[4] = { dim, index, 0, 0 };
-    return record_view(v, t, "SelectBackward", slice_backward, ip, 4);
+    return record_view(v, t, "SelectBackward0", slice_backward, ip, 4);
 }
 
 dp_tensor *dp_narrow(dp_tensor *t, int dim, int64_t start, int64_t length)
@@ -463,7 +463,7 @@ dp_tensor *dp_narrow(dp_tensor *t, int dim, int64_t start, int64_t length)
     sizes[dim] = length;
     dp_tensor *v = dp_make_view(t, t->ndim, sizes, t->strides, t->offset + start * t->strides[dim]);
     int64_t ip[4] = { dim, start, 1, length };
-    return record_view(v, t, "SliceBackward", slice_backward, ip, 4);
+    return record_view(v, t, "SliceBackward0", slice_backward, ip, 4);
 }
 
 /* Resolves one -1 and checks the element count. */
@@ -528,7 +528,7 @@ dp_tensor *dp_view_sizes(dp_tensor *t, int ndim, const int64_t *in_sizes)
         return NULL;
     }
     dp_tensor *v = dp_make_view(t, ndim, sizes, strides, t->offset);
-    return record_view(v, t, "ViewBackward", reshape_backward, NULL, 0);
+    return record_view(v, t, "ViewBackward0", reshape_backward, NULL, 0);
 }
 
 dp_tensor *dp_reshape(dp_tensor *t, int ndim, const int64_t *in_sizes)
@@ -537,7 +537,7 @@ dp_tensor *dp_reshape(dp_tensor *t, int ndim, const int64_t *in_sizes)
     if (infer_sizes(t, ndim, in_sizes, sizes)) return NULL;
     if (view_strides(t, ndim, sizes, strides)) {
         dp_tensor *v = dp_make_view(t, ndim, sizes, strides, t->offset);
-        return record_view(v, t, "ViewBackward", reshape_backward, NULL, 0);
+        return record_view(v, t, "ViewBackward0", reshape_backward, NULL, 0);
     }
     dp_tensor *c = dp_contiguous(t);
     if (!c) return NULL;
@@ -557,7 +557,7 @@ dp_tensor *dp_transpose(dp_tensor *t, int d0, int d1)
     strides[d0] = t->strides[d1]; strides[d1] = t->strides[d0];
     dp_tensor *v = dp_make_view(t, t->ndim, sizes, strides, t->offset);
     int64_t ip[2] = { d0, d1 };
-    return record_view(v, t, "TransposeBackward", transpose_backward, ip, 2);
+    return record_view(v, t, "TransposeBackward0", transpose_backward, ip, 2);
 }
 
 dp_tensor *dp_permute(dp_tensor *t, const int *perm)
@@ -576,7 +576,7 @@ dp_tensor *dp_permute(dp_tensor *t, const int *perm)
         ip[d] = p;
     }
     dp_tensor *v = dp_make_view(t, t->ndim, sizes, strides, t->offset);
-    return record_view(v, t, "PermuteBackward", permute_backward, ip, t->ndim);
+    return record_view(v, t, "PermuteBackward0", permute_backward, ip, t->ndim);
 }
 
 dp_tensor *dp_unsqueeze(dp_tensor *t, int dim)
@@ -594,7 +594,7 @@ dp_tensor *dp_unsqueeze(dp_tensor *t, int dim)
         } else { sizes[d] = t->sizes[k]; strides[d] = t->strides[k]; k++; }
     }
     dp_tensor *v = dp_make_view(t, t->ndim + 1, sizes, strides, t->offset);
-    return record_view(v, t, "UnsqueezeBackward", reshape_backward, NULL, 0);
+    return record_view(v, t, "UnsqueezeBackward0", reshape_backward, NULL, 0);
 }
 
 dp_tensor *dp_squeeze(dp_tensor *t, int dim)
@@ -607,7 +607,7 @@ dp_tensor *dp_squeeze(dp_tensor *t, int dim)
         if (!drop) { sizes[k] = t->sizes[d]; strides[k++] = t->strides[d]; }
     }
     dp_tensor *v = dp_make_view(t, k, sizes, strides, t->offset);
-    return record_view(v, t, "SqueezeBackward", reshape_backward, NULL, 0);
+    return record_view(v, t, "SqueezeBackward0", reshape_backward, NULL, 0);
 }
 
 dp_tensor *dp_expand(dp_tensor *t, int ndim, const int64_t *want)
@@ -638,7 +638,7 @@ dp_tensor *dp_expand(dp_tensor *t, int ndim, const int64_t *want)
         }
     }
     dp_tensor *v = dp_make_view(t, ndim, sizes, strides, t->offset);
-    return record_view(v, t, "ExpandBackward", expand_backward, NULL, 0);
+    return record_view(v, t, "ExpandBackward0", expand_backward, NULL, 0);
 }
 
 dp_tensor *dp_flatten(dp_tensor *t, int start, int end)

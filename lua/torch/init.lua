@@ -13,7 +13,7 @@ local torch = {}
 local INTERNAL = {
   linear = true, mse_loss = true, nll_loss = true, cross_entropy = true, dropout = true,
   sgd_step = true, adam_step = true, to_reuse = true, bytes_copied = true, clock = true,
-  set_data = true,
+  set_data = true, ops = true,
   data = true, dist = true, parallel = true,
 }
 for k, v in pairs(C) do

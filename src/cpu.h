@@ -1,0 +1,87 @@
+/* cpu.h: what the CPU backend's files share (cpu.c: memory, copies, GEMM and the other
+ * kernels; cpu_ops.c: the op table's kernels): the thread grain, the multiversioned hot
+ * kernels, strided iteration over up to three operands, and element loads and stores. */
+#ifndef DP_CPU_H
+#define DP_CPU_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+#define GRAIN 131072   /* elements per thread below which a kernel stays on one thread */
+
+/* Hot kernels are compiled twice, for AVX2 and for the x86-64 baseline, and the loader
+ * picks one for the processor it runs on (GCC function multiversioning).  Not under the
+ * sanitizers: their runtimes run before the resolvers can. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
+#define HOT __attribute__((target_clones("avx2", "default")))
+#else
+#define HOT
+#endif
+
+/* ---------------------------------------------------------------- strided iteration
+ * Up to three operands of one shape; dimensions are collapsed where every operand is
+ * contiguous across them, then the last dimension is the inner loop. */
+
+typedef struct {
+    int ndim, nops;
+    int64_t sizes[DP_MAX_DIMS];
+    int64_t strides[3][DP_MAX_DIMS];   /* in elements */
+    char *base[3];
+    int esize[3];
+} iter_t;
+
+typedef void (*inner_fn)(void *ctx, int64_t n, char **p, const int64_t *s);
+
+void iter_init(iter_t *it, int nops, const dp_view *const *v);
+/* Runs fn over every inner run of it, split across threads; nothing when it is empty. */
+void iter_run(iter_t *it, inner_fn fn, void *ctx);
+
+typedef struct { int op; double p0, p1, s; bool rev; } ew_ctx;
+
+#define LOOP2(TO, TA, EXPR) do {                                                     \
+        TO *o = (TO *)p[0]; const TA *a = (const TA *)p[1];                          \
+        int64_t so = s[0], sa = s[1];                                                \
+        if (so == 1 && sa == 1) { for (int64_t i = 0; i < n; i++) { TA x = a[i]; o[i] = (TO)(EXPR); } } \
+        else { for (int64_t i = 0; i < n; i++) { TA x = a[i * sa]; o[i * so] = (TO)(EXPR); } } \
+    } while (0)
+
+#define LOOP3(TO, T, EXPR) do {                                                      \
+        TO *o = (TO *)p[0]; const T *a = (const T *)p[1], *b = (const T *)p[2];      \
+        int64_t so = s[0], sa = s[1], sb = s[2];                                     \
+        if (so == 1 && sa == 1 && sb == 1) { for (int64_t i = 0; i < n; i++) { T x = a[i], y = b[i]; o[i] = (TO)(EXPR); } } \
+        else if (so == 1 && sa == 1 && sb == 0) { T y = b[0]; for (int64_t i = 0; i < n; i++) { T x = a[i]; o[i] = (TO)(EXPR); } } \
+        else if (so == 1 && sa == 0 && sb == 1) { T x = a[0]; for (int64_t i = 0; i < n; i++) { T y = b[i]; o[i] = (TO)(EXPR); } } \
+        else { for (int64_t i = 0; i < n; i++) { T x = a[i * sa], y = b[i * sb]; o[i * so] = (TO)(EXPR); } } \
+    } while (0)
+
+
+static inline double load_d(const char *p, int dt)
+{
+    switch (dt) {
+    case DP_FLOAT32: return *(const float *)p;
+    case DP_FLOAT64: return *(const double *)p;
+    case DP_INT64: return (double)*(const int64_t *)p;
+    default: return *(const bool *)p;
+    }
+}
+
+static inline void store_d(char *p, int dt, double v)
+{
+    switch (dt) {
+    case DP_FLOAT32: *(float *)p = (float)v; break;
+    case DP_FLOAT64: *(double *)p = v; break;
+    case DP_INT64: *(int64_t *)p = (int64_t)v; break;
+    default: *(bool *)p = v != 0; break;
+    }
+}
+
+/* cpu_ops.c */
+int cpu_unary(dp_unary_op op, const dp_view *out, const dp_view *in, double p0, double p1);
+int cpu_binary(dp_binary_op op, const dp_view *out, const dp_view *a, const dp_view *b);
+int cpu_binary_scalar(dp_binary_op op, const dp_view *out, const dp_view *a, double s, bool reverse);
+int cpu_reduce(dp_reduce_op op, const dp_view *out, const dp_view *idx, const dp_view *in, int dim);
+
+#endif

@@ -1,0 +1,183 @@
+/* derivatives.c: the backward formulas of the op table's elementwise ops (ops.def), one case
+ * per differentiable row.  A formula is written with the ops themselves, so it runs on any
+ * device and is differentiable again; the temporaries it makes live in a scope that is
+ * released as a whole, and an op that fails makes every expression over it NULL, so a
+ * formula reads as the mathematics: case DP_TANH: r = MUL(g, RSUB(1, MUL(y, y))).
+ * g is the gradient of the result, x the saved input, y the saved result (as the row's
+ * SAVE says); a and b the saved operands of a binary op, s its scalar operand. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define SCOPE_MAX 24
+
+typedef struct {
+    dp_tensor *t[SCOPE_MAX];
+    int n;
+} scope;
+
+static dp_tensor *own(scope *s, dp_tensor *t)
+{
+    if (!t) return NULL;
+    if (s->n == SCOPE_MAX) {   /* a formula longer than any in this file */
+        dp_tensor_release(t);
+        dp_error("derivatives: a backward formula made more than %d temporaries", SCOPE_MAX);
+        return NULL;
+    }
+    return s->t[s->n++] = t;
+}
+
+static void scope_close(scope *s)
+{
+    for (int i = 0; i < s->n; i++) dp_tensor_release(s->t[i]);
+    s->n = 0;
+}
+
+static dp_tensor *bin(scope *s, dp_binary_op op, dp_tensor *a, dp_tensor *b)
+{
+    return a && b ? own(s, dp_binary(op, a, b)) : NULL;
+}
+
+static dp_tensor *bin_s(scope *s, dp_binary_op op, dp_tensor *a, double v, bool reverse)
+{
+    return a ? own(s, dp_binary_scalar(op, a, v, reverse)) : NULL;
+}
+
+static dp_tensor *un(scope *s, dp_unary_op op, dp_tensor *a) { return a ? own(s, dp_unary(op, a, 0, 0)) : NULL; }
+
+/* a (a bool mask) as the dtype of like */
+static dp_tensor *as(scope *s, dp_tensor *a, const dp_tensor *like)
+{
+    return a ? own(s, dp_to(a, like->device, like->dtype, false)) : NULL;
+}
+
+#define ADD(a, b) bin(s, DP_ADD, a, b)
+#define SUB(a, b) bin(s, DP_SUB, a, b)
+#define MUL(a, b) bin(s, DP_MUL, a, b)
+#define DIV(a, b) bin(s, DP_DIV, a, b)
+#define POW(a, b) bin(s, DP_POW, a, b)
+#define EQ(a, b) bin(s, DP_EQ, a, b)
+#define GT(a, b) bin(s, DP_GT, a, b)
+#define LT(a, b) bin(s, DP_LT, a, b)
+#define ADDS(a, v) bin_s(s, DP_ADD, a, v, false)
+#define MULS(a, v) bin_s(s, DP_MUL, a, v, false)
+#define DIVS(a, v) bin_s(s, DP_DIV, a, v, false)
+#define POWS(a, v) bin_s(s, DP_POW, a, v, false)
+#define RSUB(v, a) bin_s(s, DP_SUB, a, v, true)          /* v - a */
+#define RPOW(v, a) bin_s(s, DP_POW, a, v, true)          /* v ^ a */
+#define CMPS(op, a, v) bin_s(s, op, a, v, false)
+#define NEG(a) un(s, DP_NEG, a)
+#define EXP(a) un(s, DP_EXP, a)
+#define LOG(a) un(s, DP_LOG, a)
+#define SIGN(a) un(s, DP_SIGN, a)
+#define AS(mask, like) as(s, mask, like)
+#define ZEROS(like) own(s, dp_zeros((like)->ndim, (like)->sizes, (like)->dtype, (like)->device))
+
+/* The gradient share of a in maximum(a, b) (gt: GT; LT for minimum): 1 where a wins, 1/2 on
+ * a tie, 0 where b wins, as PyTorch 1.13. */
+static dp_tensor *win_share(scope *s, dp_tensor *wins, dp_tensor *ties, const dp_tensor *like)
+{
+    return ADD(AS(wins, like), MULS(AS(ties, like), 0.5));
+}
+
+/* g summed down to input i's shape (the backward of broadcasting), as a new reference */
+static int reduce_to_input(dp_node *n, int i, dp_tensor *g, dp_tensor **gin)
+{
+    if (!g) return -1;
+    gin[i] = dp_sum_to(g, n->in[i].ndim, n->in[i].sizes);
+    return gin[i] ? 0 : -1;
+}
+
+int dp_binary_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
+{
+    scope sc = { .n = 0 }, *s = &sc;
+    dp_tensor *a = n->saved[0] ? dp_saved(n, 0) : NULL, *b = n->saved[1] ? dp_saved(n, 1) : NULL;
+    if ((n->saved[0] && !a) || (n->saved[1] && !b)) return -1;
+    /* only the gradients that are needed are computed */
+    bool na = DP_NEEDS_INPUT(n, 0), nb = DP_NEEDS_INPUT(n, 1);
+    dp_tensor *ga = NULL, *gb = NULL;
+#define GRADS(for_a, for_b) do { if (na) ga = (for_a); if (nb) gb = (for_b); } while (0)
+    switch ((dp_binary_op)n->ip[0]) {
+    case DP_ADD: GRADS(g, g); break;
+    case DP_SUB: GRADS(g, NEG(g)); break;
+    case DP_MUL: GRADS(MUL(g, b), MUL(g, a)); break;
+    case DP_DIV: GRADS(DIV(g, b), NEG(DIV(MUL(g, a), MUL(b, b)))); break;
+    case DP_POW:   /* d/db reads log(a) as 0 where a == 0 */
+        GRADS(MUL(g, MUL(b, POW(a, ADDS(b, -1)))),
+              MUL(g, MUL(POW(a, b), LOG(ADD(a, AS(CMPS(DP_EQ, a, 0), a))))));
+        break;
+    case DP_MAXIMUM: GRADS(MUL(g, win_share(s, GT(a, b), EQ(a, b), g)), MUL(g, win_share(s, LT(a, b), EQ(a, b), g))); break;
+    case DP_MINIMUM: GRADS(MUL(g, win_share(s, LT(a, b), EQ(a, b), g)), MUL(g, win_share(s, GT(a, b), EQ(a, b), g))); break;
+    default:
+        return dp_error("%s is not differentiable", n->name);
+    }
+#undef GRADS
+    int rc = 0;
+    if (na) rc |= reduce_to_input(n, 0, ga, gin);
+    if (nb) rc |= reduce_to_input(n, 1, gb, gin);
+    scope_close(s);
+    return rc ? -1 : 0;
+}
+
+int dp_scalar_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
+{
+    scope sc = { .n = 0 }, *s = &sc;
+    double v = n->p[0];
+    bool rev = n->ip[1];
+    dp_tensor *x = n->saved[0] ? dp_saved(n, 0) : NULL, *r = NULL;
+    if (n->saved[0] && !x) return -1;
+    switch ((dp_binary_op)n->ip[0]) {
+    case DP_ADD: r = g; break;
+    case DP_SUB: r = rev ? NEG(g) : g; break;
+    case DP_MUL: r = MULS(g, v); break;
+    case DP_DIV: r = rev ? MULS(DIV(g, MUL(x, x)), -v) : DIVS(g, v); break;   /* d(v/x) = -v/x^2 */
+    case DP_POW:
+        r = rev ? MULS(MUL(g, RPOW(v, x)), log(v))                           /* v^x log v */
+                : MULS(MUL(g, v == 2 ? x : POWS(x, v - 1)), v);               /* v x^(v-1) */
+        break;
+    case DP_MAXIMUM: r = MUL(g, win_share(s, CMPS(DP_GT, x, v), CMPS(DP_EQ, x, v), g)); break;
+    case DP_MINIMUM: r = MUL(g, win_share(s, CMPS(DP_LT, x, v), CMPS(DP_EQ, x, v), g)); break;
+    default:
+        return dp_error("%s is not differentiable", n->name);
+    }
+    if (r) dp_tensor_retain(r);
+    gin[0] = r;
+    scope_close(s);
+    return r ? 0 : -1;
+}
+
+/* (x >= lo) * (x <= hi) as x's dtype; a NaN bound is absent */
+static dp_tensor *clamp_mask(scope *s, dp_tensor *x, double lo, double hi)
+{
+    dp_tensor *m = own(s, dp_ones(x->ndim, x->sizes, x->dtype, x->device));
+    if (lo == lo) m = MUL(m, AS(CMPS(DP_GE, x, lo), x));
+    if (hi == hi) m = MUL(m, AS(CMPS(DP_LE, x, hi), x));
+    return m;
+}
+
+int dp_unary_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
+{
+    scope sc = { .n = 0 }, *s = &sc;
+    dp_tensor *x = n->saved[0] ? dp_saved(n, 0) : NULL, *y = n->saved[1] ? dp_saved(n, 1) : NULL, *r = NULL;
+    if ((n->saved[0] && !x) || (n->saved[1] && !y)) return -1;
+    switch ((dp_unary_op)n->ip[0]) {
+    case DP_NEG: r = NEG(g); break;
+    case DP_EXP: r = MUL(g, y); break;
+    case DP_LOG: r = DIV(g, x); break;
+    case DP_SQRT: r = DIV(g, MULS(y, 2)); break;
+    case DP_ABS: r = MUL(g, SIGN(x)); break;
+    case DP_RELU: r = MUL(g, un(s, DP_RELU_MASK, y)); break;
+    case DP_SIGMOID: r = MUL(g, MUL(y, RSUB(1, y))); break;
+    case DP_TANH: r = MUL(g, RSUB(1, MUL(y, y))); break;
+    case DP_SIGN: r = ZEROS(g); break;
+    case DP_CLAMP: r = MUL(g, clamp_mask(s, x, n->p[0], n->p[1])); break;
+    default:
+        return dp_error("%s is not differentiable", n->name);
+    }
+    if (r) dp_tensor_retain(r);
+    gin[0] = r;
+    scope_close(s);
+    return r ? 0 : -1;
+}

@@ -1,0 +1,386 @@
+/* elementwise.c: the op table's elementwise ops (ops.def): dtype promotion and
+ * broadcasting, dispatch to the device's backend, recording for autograd (the backward
+ * formulas are in derivatives.c), and the in-place forms. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* ---------------------------------------------------------------- checks and promotion */
+
+int dp_check_same_device(int n, dp_tensor *const *ts)
+{
+    for (int i = 1; i < n; i++) {
+        if (ts[i] && !dp_device_eq(ts[i]->device, ts[0]->device)) {
+            char a[32], b[32];
+            return dp_error("expected all tensors to be on the same device, but found at least two devices, %s and %s",
+                            dp_device_str(ts[0]->device, a), dp_device_str(ts[i]->device, b));
+        }
+    }
+    return 0;
+}
+
+static int dtype_rank(dp_dtype d) { return d == DP_BOOL ? 0 : d == DP_INT64 ? 1 : d == DP_FLOAT32 ? 2 : 3; }
+static int dtype_category(dp_dtype d) { return d == DP_BOOL ? 0 : d == DP_INT64 ? 1 : 2; }
+
+dp_dtype dp_promote(dp_dtype a, dp_dtype b) { return dtype_rank(a) >= dtype_rank(b) ? a : b; }
+
+/* PyTorch's rule: a 0-dim operand only decides the dtype when it is of a higher category. */
+static dp_dtype promote_tensors(const dp_tensor *a, const dp_tensor *b)
+{
+    if ((a->ndim == 0) != (b->ndim == 0)) {
+        const dp_tensor *dim = a->ndim ? a : b, *zero = a->ndim ? b : a;
+        if (dtype_category(zero->dtype) <= dtype_category(dim->dtype)) return dim->dtype;
+        return zero->dtype == DP_FLOAT64 && dim->dtype != DP_FLOAT32 ? DP_FLOAT32 : (dtype_category(zero->dtype) == 2 ? DP_FLOAT32 : zero->dtype);
+    }
+    return dp_promote(a->dtype, b->dtype);
+}
+
+int dp_broadcast_shape(int na, const int64_t *sa, int nb, const int64_t *sb, int *nout, int64_t *sout)
+{
+    int n = na > nb ? na : nb;
+    for (int i = 0; i < n; i++) {
+        int ia = na - n + i, ib = nb - n + i;
+        int64_t x = ia >= 0 ? sa[ia] : 1, y = ib >= 0 ? sb[ib] : 1;
+        if (x != y && x != 1 && y != 1) {
+            char a[128], b[128];
+            return dp_error("The size of tensor a (%lld) must match the size of tensor b (%lld) at non-singleton "
+                            "dimension %d (shapes %s and %s)", (long long)x, (long long)y, i + 1,
+                            dp_shape_str(na, sa, a, sizeof a), dp_shape_str(nb, sb, b, sizeof b));
+        }
+        sout[i] = x == 1 ? y : x;
+    }
+    *nout = n;
+    return 0;
+}
+
+dp_view dp_broadcast_view(const dp_tensor *t, int ndim, const int64_t *sizes)
+{
+    dp_view v = dp_view_of(t);
+    v.ndim = ndim;
+    for (int d = 0; d < ndim; d++) {
+        int src = d - (ndim - t->ndim);
+        v.sizes[d] = sizes[d];
+        v.strides[d] = src >= 0 && t->sizes[src] == sizes[d] ? t->strides[src] : 0;
+    }
+    return v;
+}
+
+void dp_bump_version(dp_tensor *t) { t->storage->version++; }
+
+int dp_check_inplace(dp_tensor *t, const char *op)
+{
+    if (!dp_grad_enabled() || !t->requires_grad) return 0;
+    if (!t->grad_fn)
+        return dp_error("a leaf tensor that requires grad is being used in an in-place operation (%s); "
+                        "wrap it in torch.no_grad or use the out-of-place form", op);
+    return dp_error("in-place operation %s on a tensor that requires grad is not supported; use the "
+                    "out-of-place form", op);
+}
+
+/* ---------------------------------------------------------------- the op table as data */
+
+static const dp_op_info op_table[] = {
+#define DP_UNARY_OP(NAME, lua, BIND, node, RULE, SAVE, formula) \
+    { DP_OP_UNARY, DP_##NAME, lua, ROW_BIND_##BIND, node, NULL, #RULE, NULL, #SAVE },
+#define DP_BINARY_OP(NAME, lua, BIND, node, KIND, BOOLS, SAVE, formula) \
+    { DP_OP_BINARY, DP_##NAME, lua, ROW_BIND_##BIND, node, NULL, #KIND, #BOOLS, #SAVE },
+#define DP_REDUCE_OP(NAME, lua, BIND, node_all, node_dim, KIND) \
+    { DP_OP_REDUCE, DP_##NAME, lua, ROW_BIND_##BIND, node_all, node_dim, #KIND, NULL, NULL },
+#define ROW_BIND_AUTO "auto"
+#define ROW_BIND_OWN "own"
+#define ROW_BIND_NONE "none"
+#include "ops.def"
+};
+#define N_ROWS ((int)(sizeof op_table / sizeof op_table[0]))
+_Static_assert(N_ROWS == DP_NUNARY + DP_NBINARY + DP_NREDUCE, "every op has one row");
+
+const dp_op_info *dp_op_table(int *n)
+{
+    *n = N_ROWS;
+    return op_table;
+}
+
+/* rows are in family order (unary, binary, reduce), each in enum order */
+const dp_op_info *dp_op_find(dp_op_family family, int op)
+{
+    static const int first[] = { 0, DP_NUNARY, DP_NUNARY + DP_NBINARY };
+    static const int count[] = { DP_NUNARY, DP_NBINARY, DP_NREDUCE };
+    if ((unsigned)family > DP_OP_REDUCE || op < 0 || op >= count[family]) return NULL;
+    return &op_table[first[family] + op];
+}
+
+static bool is_comparison(dp_binary_op op) { return !strcmp(op_table[DP_NUNARY + op].rule, "CMP"); }
+
+/* The facts the dispatch needs, as flags, from the same rows. */
+enum { RULE_FLOAT = 1, RULE_NOBOOL = 2, SAVES_IN = 4, SAVES_OUT = 8, SAVES_BOTH = 16, BOOLS_KEEP = 32, BOOLS_NONE = 64 };
+#define FLAG_RULE_FLOAT RULE_FLOAT
+#define FLAG_RULE_KEEP 0
+#define FLAG_RULE_NOBOOL RULE_NOBOOL
+#define FLAG_SAVE_NONE 0
+#define FLAG_SAVE_IN SAVES_IN
+#define FLAG_SAVE_OUT SAVES_OUT
+#define FLAG_SAVE_BOTH SAVES_BOTH
+#define FLAG_BOOLS_KEEP BOOLS_KEEP
+#define FLAG_BOOLS_INT 0
+#define FLAG_BOOLS_NONE BOOLS_NONE
+static const unsigned char unary_flags[DP_NUNARY] = {
+#define DP_UNARY_OP(NAME, lua, BIND, node, RULE, SAVE, formula) [DP_##NAME] = FLAG_RULE_##RULE | FLAG_SAVE_##SAVE,
+#include "ops.def"
+};
+static const unsigned char binary_flags[DP_NBINARY] = {
+#define DP_BINARY_OP(NAME, lua, BIND, node, KIND, BOOLS, SAVE, formula) [DP_##NAME] = FLAG_BOOLS_##BOOLS | FLAG_SAVE_##SAVE,
+#include "ops.def"
+};
+
+/* ---------------------------------------------------------------- binary */
+
+static dp_tensor *record_binary(dp_tensor *out, dp_binary_op op, dp_tensor *a, dp_tensor *b)
+{
+    const char *node_name = op_table[DP_NUNARY + op].node;
+    if (out && node_name && dp_needs_grad(2, (dp_tensor *const[]){ a, b })) {
+        dp_node *node = dp_node_new(node_name, dp_binary_backward, 2, (dp_tensor *const[]){ a, b });
+        if (!node) { dp_tensor_release(out); return NULL; }
+        node->ip[0] = op;
+        if (binary_flags[op] & SAVES_BOTH) {
+            dp_node_save(node, 0, a);
+            dp_node_save(node, 1, b);
+        }
+        dp_attach(out, node);
+    }
+    return out;
+}
+
+/* The compute dtype of a binary op whose operands promote to ct; -1 with the message set. */
+static int compute_dtype(dp_binary_op op, dp_dtype ct, dp_dtype *out)
+{
+    if (ct == DP_BOOL && (binary_flags[op] & BOOLS_NONE))
+        return dp_error("%s with two bool tensors is not supported; use the '~' or logical_xor() operator instead",
+                        op == DP_SUB ? "subtraction, the '-' operator," : op_table[DP_NUNARY + op].name);
+    /* bool + bool is a logical or, bool * bool a logical and, as in PyTorch */
+    if (ct == DP_BOOL && !(binary_flags[op] & BOOLS_KEEP)) ct = DP_INT64;
+    if (op == DP_DIV && !dp_dtype_is_float(ct)) ct = DP_FLOAT32;
+    *out = ct;
+    return 0;
+}
+
+dp_tensor *dp_binary(dp_binary_op op, dp_tensor *a, dp_tensor *b)
+{
+    dp_tensor *ac = NULL, *bc = NULL, *out = NULL;
+    if ((unsigned)op >= DP_NBINARY) { dp_error("invalid binary op %d", (int)op); return NULL; }
+    /* the common case first: same shape, dtype and device, no conversion needed */
+    if (a->dtype == b->dtype && dp_dtype_is_float(a->dtype) && dp_device_eq(a->device, b->device) && dp_same_shape(a, b)) {
+        out = dp_empty(a->ndim, a->sizes, is_comparison(op) ? DP_BOOL : a->dtype, a->device);
+        if (out && dp_numel(out)) {
+            dp_view o = dp_view_of(out), va = dp_view_of(a), vb = dp_view_of(b);
+            if (dp_backend_for(a->device)->binary(op, &o, &va, &vb)) { dp_tensor_release(out); return NULL; }
+        }
+        return record_binary(out, op, a, b);
+    }
+    /* a 0-dim CPU tensor may join a tensor on any device, as in PyTorch */
+    dp_tensor *moved = NULL;
+    if (!dp_device_eq(a->device, b->device)) {
+        if (b->ndim == 0 && b->device.type == DP_DEVICE_CPU && b->device.index == 0) b = moved = dp_to(b, a->device, b->dtype, false);
+        else if (a->ndim == 0 && a->device.type == DP_DEVICE_CPU && a->device.index == 0) a = moved = dp_to(a, b->device, a->dtype, false);
+        else { dp_check_same_device(2, (dp_tensor *const[]){ a, b }); return NULL; }
+        if (!moved) return NULL;
+    }
+    int nd;
+    int64_t sizes[DP_MAX_DIMS];
+    dp_dtype ct = DP_FLOAT32;
+    if (dp_broadcast_shape(a->ndim, a->sizes, b->ndim, b->sizes, &nd, sizes)) goto done;
+    if (compute_dtype(op, promote_tensors(a, b), &ct)) goto done;
+    ac = dp_to(a, a->device, ct, false);
+    bc = ac ? dp_to(b, b->device, ct, false) : NULL;
+    if (!bc) goto done;
+    out = dp_empty(nd, sizes, is_comparison(op) ? DP_BOOL : ct, a->device);
+    if (!out) goto done;
+    if (dp_numel(out)) {
+        dp_view o = dp_view_of(out), va = dp_broadcast_view(ac, nd, sizes), vb = dp_broadcast_view(bc, nd, sizes);
+        if (dp_backend_for(a->device)->binary(op, &o, &va, &vb)) { dp_tensor_release(out); out = NULL; goto done; }
+    }
+    out = record_binary(out, op, ac, bc);
+done:
+    dp_tensor_release(ac);
+    dp_tensor_release(bc);
+    dp_tensor_release(moved);
+    return out;
+}
+
+dp_tensor *dp_binary_scalar(dp_binary_op op, dp_tensor *a, double s, bool reverse)
+{
+    if ((unsigned)op >= DP_NBINARY) { dp_error("invalid binary op %d", (int)op); return NULL; }
+    dp_dtype ct = a->dtype;
+    bool s_int = s == floor(s) && fabs(s) < 9.2e18;
+    if (!dp_dtype_is_float(ct) && !s_int) ct = DP_FLOAT32;
+    /* a bool tensor meets a number as int64: true > -2 compares 1 with -2 */
+    if (ct == DP_BOOL) ct = DP_INT64;
+    if (op == DP_DIV && !dp_dtype_is_float(ct)) ct = DP_FLOAT32;
+    if (op == DP_POW && ct == DP_INT64 && !reverse && s < 0) {
+        dp_error("integers to negative integer powers are not allowed");
+        return NULL;
+    }
+    dp_tensor *ac = dp_to(a, a->device, ct, false);
+    if (!ac) return NULL;
+    dp_tensor *out = dp_empty(a->ndim, a->sizes, is_comparison(op) ? DP_BOOL : ct, a->device);
+    if (out && dp_numel(out)) {
+        dp_view o = dp_view_of(out), v = dp_view_of(ac);
+        if (dp_backend_for(a->device)->binary_scalar(op, &o, &v, s, reverse)) { dp_tensor_release(out); out = NULL; }
+    }
+    const char *node_name = op_table[DP_NUNARY + op].node;
+    if (out && node_name && dp_needs_grad(1, &ac)) {
+        dp_node *node = dp_node_new(node_name, dp_scalar_backward, 1, &ac);
+        if (!node) { dp_tensor_release(out); dp_tensor_release(ac); return NULL; }
+        node->ip[0] = op;
+        node->ip[1] = reverse;
+        node->p[0] = s;
+        if (binary_flags[op] & SAVES_BOTH) dp_node_save(node, 0, ac);
+        dp_attach(out, node);
+    }
+    dp_tensor_release(ac);
+    return out;
+}
+
+/* ---------------------------------------------------------------- unary */
+
+/* The compute dtype of a unary op on dtype dt; -1 with the message set. */
+static int unary_dtype(dp_unary_op op, dp_dtype dt, dp_dtype *out)
+{
+    if ((unary_flags[op] & RULE_FLOAT) && !dp_dtype_is_float(dt)) dt = DP_FLOAT32;
+    if (dt == DP_BOOL) {
+        if (unary_flags[op] & RULE_NOBOOL) {
+            if (op == DP_NEG) return dp_error("negation, the '-' operator, on a bool tensor is not supported");
+            return dp_error("%s on a bool tensor is not supported", op_table[op].name);
+        }
+        dt = DP_INT64;
+    }
+    *out = dt;
+    return 0;
+}
+
+dp_tensor *dp_unary(dp_unary_op op, dp_tensor *a, double p0, double p1)
+{
+    if ((unsigned)op >= DP_NUNARY) { dp_error("invalid unary op %d", (int)op); return NULL; }
+    dp_dtype ct = a->dtype;
+    if (unary_dtype(op, a->dtype, &ct)) return NULL;
+    dp_tensor *ac = dp_to(a, a->device, ct, false);
+    if (!ac) return NULL;
+    dp_tensor *out = dp_empty(a->ndim, a->sizes, ct, a->device);
+    if (out && dp_numel(out)) {
+        dp_view o = dp_view_of(out), v = dp_view_of(ac);
+        if (dp_backend_for(a->device)->unary(op, &o, &v, p0, p1)) { dp_tensor_release(out); out = NULL; }
+    }
+    const char *node_name = op_table[op].node;
+    if (out && node_name && dp_needs_grad(1, &ac)) {
+        dp_node *node = dp_node_new(node_name, dp_unary_backward, 1, &ac);
+        if (!node) { dp_tensor_release(out); dp_tensor_release(ac); return NULL; }
+        node->ip[0] = op;
+        node->p[0] = p0;
+        node->p[1] = p1;
+        if (unary_flags[op] & SAVES_IN) dp_node_save(node, 0, ac);
+        if (unary_flags[op] & SAVES_OUT) dp_node_save(node, 1, out);
+        dp_attach(out, node);
+    }
+    dp_tensor_release(ac);
+    return out;
+}
+
+/* ---------------------------------------------------------------- in-place */
+
+/* Refuses in-place writes autograd depends on, and writes to a tensor whose elements share
+ * memory (an expanded view): the result would depend on the order of the writes, and on a
+ * GPU the writes race. */
+static int inplace_check(dp_tensor *self, const char *op)
+{
+    if (dp_check_inplace(self, op)) return -1;
+    for (int d = 0; d < self->ndim; d++)
+        if (self->strides[d] == 0 && self->sizes[d] > 1)
+            return dp_error("unsupported operation: more than one element of the written-to tensor refers to a single "
+                            "memory location (%s on an expanded view). Please clone() the tensor before performing the "
+                            "operation.", op);
+    return 0;
+}
+
+int dp_binary_(dp_binary_op op, dp_tensor *self, dp_tensor *other)
+{
+    if (inplace_check(self, op_table[DP_NUNARY + op].name)) return -1;
+    if (other->ndim > 0 || other->device.type != DP_DEVICE_CPU) {
+        if (dp_check_same_device(2, (dp_tensor *const[]){ self, other })) return -1;
+    }
+    int nd;
+    int64_t sizes[DP_MAX_DIMS];
+    if (dp_broadcast_shape(self->ndim, self->sizes, other->ndim, other->sizes, &nd, sizes)) return -1;
+    if (nd != self->ndim || memcmp(sizes, self->sizes, sizeof(int64_t) * (size_t)nd)) {
+        char a[128], b[128];
+        return dp_error("output with shape %s doesn't match the broadcast shape %s", dp_shape_str(self->ndim, self->sizes, a, sizeof a),
+                        dp_shape_str(nd, sizes, b, sizeof b));
+    }
+    if (!dp_dtype_is_float(self->dtype) && (dp_dtype_is_float(other->dtype) || op == DP_DIV))
+        return dp_error("result type %s can't be cast to the desired output type %s",
+                        dp_dtype_name(op == DP_DIV ? DP_FLOAT32 : other->dtype), dp_dtype_name(self->dtype));
+    dp_tensor *oc = NO_GRAD(dp_to(other, self->device, self->dtype, false));
+    if (!oc) return -1;
+    dp_view o = dp_view_of(self), vb = dp_broadcast_view(oc, nd, sizes);
+    int rc = dp_numel(self) ? dp_backend_for(self->device)->binary(op, &o, &o, &vb) : 0;
+    dp_tensor_release(oc);
+    if (!rc) dp_bump_version(self);
+    return rc;
+}
+
+int dp_binary_scalar_(dp_binary_op op, dp_tensor *self, double s)
+{
+    if (inplace_check(self, op_table[DP_NUNARY + op].name)) return -1;
+    if (!dp_dtype_is_float(self->dtype) && (op == DP_DIV || s != floor(s)))
+        return dp_error("result type float32 can't be cast to the desired output type %s", dp_dtype_name(self->dtype));
+    dp_view o = dp_view_of(self);
+    int rc = dp_numel(self) ? dp_backend_for(self->device)->binary_scalar(op, &o, &o, s, false) : 0;
+    if (!rc) dp_bump_version(self);
+    return rc;
+}
+
+int dp_unary_(dp_unary_op op, dp_tensor *self, double p0, double p1)
+{
+    if (inplace_check(self, op_table[op].name)) return -1;
+    dp_view o = dp_view_of(self);
+    int rc = dp_numel(self) ? dp_backend_for(self->device)->unary(op, &o, &o, p0, p1) : 0;
+    if (!rc) dp_bump_version(self);
+    return rc;
+}
+
+int dp_fill_(dp_tensor *self, double value)
+{
+    if (inplace_check(self, "fill_")) return -1;
+    dp_view o = dp_view_of(self);
+    int rc = dp_numel(self) ? dp_backend_for(self->device)->fill(&o, value) : 0;
+    if (!rc) dp_bump_version(self);
+    return rc;
+}
+
+int dp_copy_(dp_tensor *self, dp_tensor *src)
+{
+    if (inplace_check(self, "copy_")) return -1;
+    int nd;
+    int64_t sizes[DP_MAX_DIMS];
+    if (dp_broadcast_shape(self->ndim, self->sizes, src->ndim, src->sizes, &nd, sizes)) return -1;
+    if (nd != self->ndim || memcmp(sizes, self->sizes, sizeof(int64_t) * (size_t)nd)) {
+        char a[128], b[128];
+        return dp_error("copy_: the source of shape %s cannot be broadcast to the destination's shape %s",
+                        dp_shape_str(src->ndim, src->sizes, a, sizeof a), dp_shape_str(self->ndim, self->sizes, b, sizeof b));
+    }
+    if (dp_same_shape(self, src)) return dp_copy_raw(self, src);
+    dp_tensor *e = NO_GRAD(dp_expand(src, self->ndim, self->sizes));
+    int rc = e ? dp_copy_raw(self, e) : -1;
+    dp_tensor_release(e);
+    return rc;
+}
+
+int dp_axpy_(dp_tensor *self, double alpha, dp_tensor *other)
+{
+    if (alpha == 1.0) return NO_GRAD(dp_binary_(DP_ADD, self, other));
+    dp_tensor *t = NO_GRAD(dp_binary_scalar(DP_MUL, other, alpha, false));
+    int rc = t ? NO_GRAD(dp_binary_(DP_ADD, self, t)) : -1;
+    dp_tensor_release(t);
+    return rc;
+}
+
