@@ -1,6 +1,6 @@
 /* l_data.c: the binding of torch.data and the file formats: batch loaders over tensor
  * datasets (src/loader.c), stacking a batch's items, random permutations for samplers,
- * safetensors and .npy files (src/serialize.c), and the terminal test and clock that the
+ * safetensors and .npy files (src/serialize.h), and the terminal test and clock that the
  * progress bar uses.
  * Everything here is reached through require('torch._C').data; the Lua modules
  * torch.data and torch.serialize are the user-facing layer. */

@@ -6,6 +6,8 @@
  * Writers write to a temporary file in the destination folder and rename() it into
  * place, so the final name never holds a half-written file.
  * Loaded tensors are contiguous CPU tensors.
+ * The code: safetensors.c and npy.c, over atomic_file.c and json.c
+ * (serialize_internal.h).
  */
 #ifndef DP_SERIALIZE_H
 #define DP_SERIALIZE_H
