@@ -318,7 +318,7 @@ describe('malformed files', function()
         f8, 'overlap' },
       { '{"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}}', f8, 'non-negative' },
       { '{"x":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}}', f8, 'non-negative integers' },
-      { '{"x":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,8]}}', f8, 'too many' },
+      { '{"x":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,8]}}', f8, 'too large' },
       { '{"x":{"dtype":"F32","shape":[1,1,1,1,1,1,1,1,1,2],"data_offsets":[0,8]}}', f8, 'at most' },
       { '{"x":{"dtype":"F32","shape":[2],"data_offsets":[0]}}', f8, 'data_offsets' },
       { '{"x":{"dtype":"F32","data_offsets":[0,8]}}', f8, "'shape'" },
@@ -380,6 +380,35 @@ describe('malformed files', function()
     -- a header length beyond the end of the file
     local path = load_bytes('\x93NUMPY\x01\x00\xff\xff{', 'long.npy')
     expect_error(function() torch.load_npy(path) end, 'long.npy', 'header length')
+  end)
+
+  -- Sizes whose product, or whose product times the element size, overflows 64 bits:
+  -- a zero size does not make the others harmless, since strides are products of them.
+  -- NumPy refuses the same shapes ("array is too big").
+  it('shapes whose element or byte count overflows: "too large", never a tensor', function()
+    local huge = {
+      { '0, 9223372036854775807, 9223372036854775807', 'F32', '<f4' },
+      { '4611686018427387904, 4', 'F32', '<f4' },
+      { '0, 4611686018427387904, 4', 'F32', '<f4' },
+      { '0, 2305843009213693952', 'F32', '<f4' },       -- 2^61 elements of 4 bytes
+      { '1152921504606846976, 0', 'F64', '<f8' },       -- 2^60 elements of 8 bytes
+      { '3037000500, 3037000500, 0', 'I64', '<i8' },
+      { '2, 2, 2, 2, 2, 2, 4294967296, 4294967296', 'BOOL', '|b1' },
+    }
+    for i, c in ipairs(huge) do
+      local st = load_bytes(st_bytes(('{"x":{"dtype":"%s","shape":[%s],"data_offsets":[0,0]}}'):format(c[2], c[1])),
+        ('huge%d.safetensors'):format(i))
+      expect_error(function() torch.load(st) end, ('huge%d.safetensors'):format(i), 'too large')
+      local header = ("{'descr': '%s', 'fortran_order': False, 'shape': (%s), }"):format(c[3], c[1])
+      header = header .. (' '):rep((-(#header + 11)) % 64) .. '\n'
+      local np = load_bytes('\x93NUMPY\x01\x00' .. string.pack('<I2', #header) .. header, ('huge%d.npy'):format(i))
+      expect_error(function() torch.load_npy(np) end, ('huge%d.npy'):format(i), 'too large')
+    end
+    -- one byte less than the limit is an empty tensor of that shape, as in NumPy
+    local st = load_bytes(st_bytes('{"x":{"dtype":"F32","shape":[0,2305843009213693951],"data_offsets":[0,0]}}'))
+    local t = torch.load(st).x
+    assert.are.same({ 0, 2305843009213693951 }, shape_of(t))
+    assert.are.equal(0, t:numel())
   end)
 
   -- A tiny deterministic generator, so that a failure can be replayed.

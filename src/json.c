@@ -159,7 +159,7 @@ static int jparse_number(jparser *ps, jval *v)
     bool overflow = false;
     while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9') {
         unsigned d = (unsigned)(*ps->p - '0');
-        if (mag > (UINT64_MAX - d) / 10) overflow = true; else mag = mag * 10 + d;
+        if (__builtin_mul_overflow(mag, 10, &mag) || __builtin_add_overflow(mag, d, &mag)) overflow = true;
         ps->p++;
     }
     if (ps->p < ps->end && *ps->p == '.') {
@@ -185,18 +185,27 @@ static int jparse_number(jparser *ps, jval *v)
 
 static int jparse_value(jparser *ps, jval *v, int depth);
 
+/* realloc(p, n * size), or NULL (p untouched) when that overflows. */
+static void *realloc_array(void *p, int64_t n, size_t size)
+{
+    size_t bytes;
+    if (n < 0 || __builtin_mul_overflow((size_t)n, size, &bytes)) return NULL;
+    return realloc(p, bytes);
+}
+
 static int jappend(jparser *ps, jval *v, int64_t *cap, bool with_keys)
 {
     if (v->n < *cap) return 0;
-    int64_t nc = *cap ? *cap * 2 : 4;
-    jval *ni = realloc(v->items, (size_t)nc * sizeof *ni);
+    int64_t nc;
+    if (__builtin_mul_overflow(*cap ? *cap : 2, 2, &nc)) return jfail(ps, "out of memory");
+    jval *ni = realloc_array(v->items, nc, sizeof *ni);
     if (!ni) return jfail(ps, "out of memory");
     v->items = ni;
     if (with_keys) {
-        char **nk = realloc(v->keys, (size_t)nc * sizeof *nk);
+        char **nk = realloc_array(v->keys, nc, sizeof *nk);
         if (!nk) return jfail(ps, "out of memory");
         v->keys = nk;
-        size_t *nl = realloc(v->key_lens, (size_t)nc * sizeof *nl);
+        size_t *nl = realloc_array(v->key_lens, nc, sizeof *nl);
         if (!nl) return jfail(ps, "out of memory");
         v->key_lens = nl;
     }

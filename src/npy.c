@@ -90,9 +90,8 @@ static int npy_parse_header(const char *path, const char *hdr, size_t len, char 
                     return npy_fail(path, "'shape' must hold non-negative integers");
                 int64_t v = 0;
                 while (ps.p < ps.end && *ps.p >= '0' && *ps.p <= '9') {
-                    int d = *ps.p - '0';
-                    if (v > (INT64_MAX - d) / 10) return npy_fail(path, "a size in 'shape' is too large");
-                    v = v * 10 + d;
+                    if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, *ps.p - '0', &v))
+                        return npy_fail(path, "a size in 'shape' is too large");
                     ps.p++;
                 }
                 if (ps.p < ps.end && *ps.p == 'L') ps.p++;   /* Python 2 long */
@@ -188,18 +187,18 @@ dp_tensor *dp_npy_load(const char *path)
                  "(save np.ascontiguousarray(a) instead)", path);
         goto fail;
     }
-    int64_t numel = shape_numel(ndim, sizes);
-    int64_t esize = (int64_t)dp_dtype_size(dt);
     int64_t data_start = hstart + hlen, have = fsize - data_start;
-    char shp[128];
+    char shp[192];
     dp_shape_str(ndim, sizes, shp, sizeof shp);
-    if (numel < 0 || numel > INT64_MAX / esize) {
-        dp_error("npy file '%s': the shape %s in the header is too large", path, shp);
+    int64_t bytes = shape_bytes(ndim, sizes, dp_dtype_size(dt));
+    if (bytes < 0) {
+        dp_error("npy file '%s': the shape %s in the header is too large for dtype %s (its size in bytes "
+                 "does not fit in 64 bits)", path, shp, descr);
         goto fail;
     }
-    if (numel * esize != have) {
+    if (bytes != have) {
         dp_error("npy file '%s': the header's shape %s and dtype %s need %ld bytes of data but the file has %ld%s",
-                 path, shp, descr, (long)(numel * esize), (long)have, have < numel * esize ? " (truncated?)" : "");
+                 path, shp, descr, (long)bytes, (long)have, have < bytes ? " (truncated?)" : "");
         goto fail;
     }
     t = dp_empty(ndim, sizes, dt, dp_cpu());

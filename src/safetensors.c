@@ -109,14 +109,15 @@ static int st_check_entry(const char *path, const char *name, const jval *e, int
         return dp_error("safetensors file '%s': tensor '%s': data_offsets [%ld, %ld] lie outside the %ld bytes "
                         "of data in the file (truncated?)", path, name, (long)info->begin, (long)info->end,
                         (long)data_size);
-    int64_t numel = shape_numel(info->ndim, info->sizes);
-    int64_t esize = (int64_t)dp_dtype_size(info->dtype);
-    char shp[128];
+    char shp[192];
     dp_shape_str(info->ndim, info->sizes, shp, sizeof shp);
-    if (numel < 0 || numel > INT64_MAX / esize || numel * esize != info->end - info->begin)
-        return dp_error("safetensors file '%s': tensor '%s' of shape %s and dtype %s needs %s bytes but its "
-                        "data_offsets [%ld, %ld] span %ld", path, name, shp, dt->s,
-                        numel < 0 || numel > INT64_MAX / esize ? "too many" : "a different number of",
+    int64_t bytes = shape_bytes(info->ndim, info->sizes, dp_dtype_size(info->dtype));
+    if (bytes < 0)
+        return dp_error("safetensors file '%s': tensor '%s' of shape %s and dtype %s is too large (its size "
+                        "in bytes does not fit in 64 bits)", path, name, shp, dt->s);
+    if (bytes != info->end - info->begin)
+        return dp_error("safetensors file '%s': tensor '%s' of shape %s and dtype %s needs %ld bytes but its "
+                        "data_offsets [%ld, %ld] span %ld", path, name, shp, dt->s, (long)bytes,
                         (long)info->begin, (long)info->end, (long)(info->end - info->begin));
     return 0;
 }
@@ -239,7 +240,7 @@ int dp_safetensors_load(const char *path, dp_safetensors *out)
         nt++;
     }
     /* Overlapping byte ranges mean the header lies about where tensors are. */
-    st_info *sorted = malloc(((size_t)nt + 1) * sizeof *sorted);
+    st_info *sorted = calloc((size_t)nt + 1, sizeof *sorted);
     if (!sorted) { dp_error("out of memory"); return st_fail(out, &root, fd, infos); }
     memcpy(sorted, infos, (size_t)nt * sizeof *sorted);
     qsort(sorted, (size_t)nt, sizeof *sorted, cmp_info_begin);

@@ -75,16 +75,20 @@ int dp_sb_json_string(dp_sbuf *b, const char *s);
 
 /* ---------------------------------------------------------------- shapes */
 
-/* numel of a shape, or -1 when it overflows int64. */
-static inline int64_t shape_numel(int ndim, const int64_t *sizes)
+/* The byte count of a C-order array of this shape, or -1 when the shape is too large.  As
+ * in NumPy, the byte count of the sizes with zeros taken as 1 must fit in int64 (and
+ * size_t): a tensor with a zero size still gets strides that are products of its other
+ * sizes, so (0, 2^62, 4) is refused although it holds no element. */
+static inline int64_t shape_bytes(int ndim, const int64_t *sizes, size_t esize)
 {
-    int64_t n = 1;
+    int64_t numel = 1, span = (int64_t)esize;
     for (int i = 0; i < ndim; i++) {
         if (sizes[i] < 0) return -1;
-        if (sizes[i] != 0 && n > INT64_MAX / sizes[i]) return -1;
-        n *= sizes[i];
+        if (__builtin_mul_overflow(numel, sizes[i], &numel)) return -1;
+        if (sizes[i] > 0 && __builtin_mul_overflow(span, sizes[i], &span)) return -1;
     }
-    return n;
+    if ((uint64_t)span > SIZE_MAX) return -1;
+    return numel * (int64_t)esize;   /* at most span */
 }
 
 /* Bool storage holds 0 or 1; a file may hold any byte. */
