@@ -188,6 +188,62 @@ describe('torch.save and torch.load (safetensors)', function()
     assert.are.same({ 0.0, 0.0, 0.0 }, torch.load(path).a:tolist())
   end)
 
+  -- Renaming the temporary file over the name given would replace a symbolic link with a
+  -- regular file, and a FIFO or a device node with a regular file (as root: /dev/full).
+  it('saves through a symbolic link to the file it points to, and keeps the link', function()
+    local real, link = dir .. '/real.safetensors', dir .. '/link.safetensors'
+    torch.save(real, { a = torch.ones(2) })
+    assert(os.execute(('ln -s real.safetensors %s'):format(link)))
+    torch.save(link, { a = torch.zeros(3) })
+    assert(os.execute('test -L ' .. link), 'the link was replaced')
+    assert.are.same({ 0.0, 0.0, 0.0 }, torch.load(real).a:tolist())
+    assert.are.same({ 'link.safetensors', 'real.safetensors' }, listdir(dir))
+    -- a relative link in another folder, to a link
+    assert(os.execute(('mkdir %s/sub && ln -s ../link.safetensors %s/sub/up'):format(dir, dir)))
+    torch.save(dir .. '/sub/up', { b = torch.ones(1) })
+    assert.are.same({ 1.0 }, torch.load(real).b:tolist())
+    assert.are.same({ 'up' }, listdir(dir .. '/sub'))
+    assert(os.execute(('test -L %s/sub/up && test -L %s && test -f %s'):format(dir, link, real)))
+    -- a link to a file that does not exist yet creates that file; .npy files alike
+    assert(os.execute(('ln -s %s/new.npy %s/sub/dangling'):format(dir, dir)))
+    torch.save_npy(dir .. '/sub/dangling', torch.arange(0, 3))
+    assert.are.same({ 0, 1, 2 }, flat(torch.load_npy(dir .. '/new.npy')))
+    assert(os.execute(('test -L %s/sub/dangling'):format(dir)))
+    -- a loop of links is an error
+    assert(os.execute(('ln -s loop2 %s/loop1 && ln -s loop1 %s/loop2'):format(dir, dir)))
+    expect_error(function() torch.save(dir .. '/loop1', { a = torch.ones(1) }) end, 'loop1', 'symbolic links')
+  end)
+
+  it('refuses to replace what is not a regular file: FIFOs, device nodes, directories', function()
+    local fifo = dir .. '/fifo'
+    assert(os.execute('mkfifo ' .. fifo))
+    expect_error(function() torch.save(fifo, { a = torch.ones(1) }) end, fifo, 'FIFO', 'not a regular file')
+    expect_error(function() torch.save_npy(fifo, torch.ones(1)) end, fifo, 'FIFO', 'not a regular file')
+    assert(os.execute('test -p ' .. fifo), 'the FIFO was replaced')
+    local null = dir .. '/null'
+    assert(os.execute('ln -s /dev/null ' .. null))
+    expect_error(function() torch.save(null, { a = torch.ones(1) }) end, null, "'/dev/null'", 'character device')
+    assert(os.execute(('test -L %s && test -c /dev/null'):format(null)), 'the link or /dev/null was replaced')
+    assert(os.execute(('mkdir %s/folder'):format(dir)))
+    expect_error(function() torch.save(dir .. '/folder', { a = torch.ones(1) }) end, 'folder', 'directory')
+    assert.are.same({ 'fifo', 'folder', 'null' }, listdir(dir))
+  end)
+
+  -- A Lua string may hold a NUL; cut there, the name would be another file's.
+  it('refuses file names and metadata with a NUL character', function()
+    local path = dir .. '/a.safetensors'
+    expect_error(function() torch.save(path .. '\0.bak', { a = torch.ones(1) }) end, 'torch.save', 'NUL')
+    expect_error(function() torch.save_npy(dir .. '/a.npy\0.bak', torch.ones(1)) end, 'torch.save_npy', 'NUL')
+    assert.are.same({}, listdir(dir))
+    torch.save(path, { a = torch.ones(1) })
+    torch.save_npy(dir .. '/a.npy', torch.ones(1))
+    expect_error(function() torch.load(path .. '\0.bak') end, 'torch.load', 'NUL')
+    expect_error(function() torch.load_npy(dir .. '/a.npy\0.bak') end, 'torch.load_npy', 'NUL')
+    expect_error(function() torch.save(path, { a = torch.zeros(1) }, { ['k\0ey'] = 'v' }) end, 'NUL')
+    expect_error(function() torch.save(path, { a = torch.zeros(1) }, { key = 'v\0x' }) end, 'NUL')
+    assert.are.same({ 1.0 }, torch.load(path).a:tolist())
+  end)
+
   it('raises clear errors for bad arguments and unwritable paths', function()
     expect_error(function() torch.save(dir .. '/x', torch.ones(2)) end, 'table of name to tensor', 'tensor')
     expect_error(function() torch.save(dir .. '/x', { [1] = torch.ones(2) }) end, 'key 1', 'strings')

@@ -3,6 +3,8 @@
  * length against it.  Writing goes to a temporary file in the destination's folder that is
  * fsync()ed and then rename()d over the final name, so a crash or a failed save never
  * leaves a half-written file under that name (a failed save leaves the old file as it was).
+ * A save through a symbolic link writes the file the link points to, and a save onto
+ * anything but a regular file (a FIFO, a device node, a directory) is refused.
  */
 #include "serialize_internal.h"
 
@@ -61,22 +63,109 @@ int dp_open_for_reading(const char *kind, const char *path, int64_t *size)
     return fd;
 }
 
+static const char *file_type_name(mode_t mode)
+{
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "an unknown kind of file";
+}
+
+/* The name a save must replace: path itself when nothing or a regular file is there, the
+ * file at the end of the chain when path is a symbolic link (renaming over the link would
+ * replace the link, not the file it points to).  Anything else there, a FIFO or a device
+ * node (/dev/full) or a directory, is refused: renaming over it would replace the node.
+ * Returns a malloc'd name, or NULL with the error set. */
+static char *save_target(const char *kind, const char *path)
+{
+    char *cur = strdup(path);
+    if (!cur) { dp_error("out of memory writing %s file '%s'", kind, path); return NULL; }
+    for (int hops = 0;; hops++) {
+        struct stat st;
+        if (lstat(cur, &st) != 0) {
+            if (errno == ENOENT) return cur;   /* a new file; a missing folder shows at open */
+            dp_error("cannot write %s file '%s': %s", kind, path, strerror(errno));
+            break;
+        }
+        if (S_ISREG(st.st_mode)) return cur;
+        if (!S_ISLNK(st.st_mode)) {
+            if (strcmp(cur, path) == 0)
+                dp_error("cannot write %s file '%s': it is %s, not a regular file", kind, path,
+                         file_type_name(st.st_mode));
+            else
+                dp_error("cannot write %s file '%s': it is a symbolic link to '%s', which is %s, not a "
+                         "regular file", kind, path, cur, file_type_name(st.st_mode));
+            break;
+        }
+        if (hops == 40) {
+            dp_error("cannot write %s file '%s': %s", kind, path, strerror(ELOOP));
+            break;
+        }
+        /* st_size is the link's length on most file systems, but 0 on some (procfs). */
+        size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 256;
+        char *link = NULL;
+        ssize_t len;
+        for (;;) {
+            char *grown = realloc(link, cap);
+            if (!grown) { len = -2; break; }
+            link = grown;
+            len = readlink(cur, link, cap);
+            if (len < 0 || (size_t)len < cap) break;
+            cap *= 2;
+        }
+        if (len < 0) {
+            if (len == -1) dp_error("cannot write %s file '%s': %s", kind, path, strerror(errno));
+            else dp_error("out of memory writing %s file '%s'", kind, path);
+            free(link);
+            break;
+        }
+        link[len] = 0;
+        /* A relative target is relative to the folder that holds the link. */
+        const char *slash = strrchr(cur, '/');
+        if (link[0] != '/' && slash) {
+            size_t dir = (size_t)(slash - cur) + 1;
+            char *joined = malloc(dir + (size_t)len + 1);
+            if (!joined) {
+                free(link);
+                dp_error("out of memory writing %s file '%s'", kind, path);
+                break;
+            }
+            memcpy(joined, cur, dir);
+            memcpy(joined + dir, link, (size_t)len + 1);
+            free(link);
+            link = joined;
+        }
+        free(cur);
+        cur = link;
+    }
+    free(cur);
+    return NULL;
+}
+
 int dp_out_open(dp_out_file *f, const char *kind, const char *path)
 {
     static unsigned counter;
     f->fd = -1; f->tmp = NULL; f->path = path;
-    size_t n = strlen(path) + 64;
+    f->target = save_target(kind, path);
+    if (!f->target) return -1;
+    size_t n = strlen(f->target) + 64;
     f->tmp = malloc(n);
-    if (!f->tmp) return dp_error("out of memory writing %s file '%s'", kind, path);
+    if (!f->tmp) {
+        free(f->target); f->target = NULL;
+        return dp_error("out of memory writing %s file '%s'", kind, path);
+    }
     for (int attempt = 0; attempt < 100; attempt++) {
         unsigned c = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
-        snprintf(f->tmp, n, "%s.tmp%ld.%u", path, (long)getpid(), c);
+        snprintf(f->tmp, n, "%s.tmp%ld.%u", f->target, (long)getpid(), c);
         f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (f->fd >= 0) return 0;
         if (errno != EEXIST) break;
     }
     int e = errno;
     free(f->tmp); f->tmp = NULL;
+    free(f->target); f->target = NULL;
     return dp_error("cannot write %s file '%s': %s", kind, path, strerror(e));
 }
 
@@ -84,7 +173,8 @@ void dp_out_abandon(dp_out_file *f)
 {
     if (f->fd >= 0) close(f->fd);
     if (f->tmp) { unlink(f->tmp); free(f->tmp); }
-    f->fd = -1; f->tmp = NULL;
+    free(f->target);
+    f->fd = -1; f->tmp = NULL; f->target = NULL;
 }
 
 int dp_out_write(dp_out_file *f, const char *kind, const void *buf, size_t n)
@@ -111,12 +201,13 @@ int dp_out_commit(dp_out_file *f, const char *kind)
         return dp_error("cannot write %s file '%s': %s", kind, f->path, strerror(e));
     }
     f->fd = -1;
-    if (rename(f->tmp, f->path) != 0) {
+    if (rename(f->tmp, f->target) != 0) {
         int e = errno;
         dp_out_abandon(f);
         return dp_error("cannot write %s file '%s': %s", kind, f->path, strerror(e));
     }
     free(f->tmp); f->tmp = NULL;
+    free(f->target); f->target = NULL;
     return 0;
 }
 

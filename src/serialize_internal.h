@@ -24,11 +24,13 @@ int dp_open_for_reading(const char *kind, const char *path, int64_t *size);
 /* A file being written under a temporary name next to its final name. */
 typedef struct {
     int fd;
-    char *tmp;
-    const char *path;
+    char *tmp;          /* the temporary file, in target's folder */
+    char *target;       /* the name it is renamed to: path, or where path's symlinks lead */
+    const char *path;   /* the name the caller gave, for messages */
 } dp_out_file;
 
-/* Every dp_out_* function that fails has already abandoned the file (closed it and removed
+/* dp_out_open refuses a path that is not a regular file (after following symbolic links).
+ * Every dp_out_* function that fails has already abandoned the file (closed it and removed
  * the temporary), so the caller only frees what it holds itself. */
 int dp_out_open(dp_out_file *f, const char *kind, const char *path);
 int dp_out_write(dp_out_file *f, const char *kind, const void *buf, size_t n);
