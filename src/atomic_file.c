@@ -73,6 +73,23 @@ static const char *file_type_name(mode_t mode)
     return "an unknown kind of file";
 }
 
+/* The target of the symbolic link name, malloc'd; NULL with errno set on failure.  size is
+ * the link's st_size: its length on most file systems, but 0 on some (procfs). */
+static char *read_link(const char *name, off_t size)
+{
+    size_t cap = size > 0 ? (size_t)size + 1 : 256;
+    char *buf = NULL;
+    for (;;) {
+        char *grown = realloc(buf, cap);
+        if (!grown) { free(buf); errno = ENOMEM; return NULL; }
+        buf = grown;
+        ssize_t len = readlink(name, buf, cap);
+        if (len < 0) { int e = errno; free(buf); errno = e; return NULL; }
+        if ((size_t)len < cap) { buf[len] = 0; return buf; }
+        cap *= 2;   /* the link changed since lstat, or its size was not known */
+    }
+}
+
 /* The name a save must replace: path itself when nothing or a regular file is there, the
  * file at the end of the chain when path is a symbolic link (renaming over the link would
  * replace the link, not the file it points to).  Anything else there, a FIFO or a device
@@ -103,37 +120,24 @@ static char *save_target(const char *kind, const char *path)
             dp_error("cannot write %s file '%s': %s", kind, path, strerror(ELOOP));
             break;
         }
-        /* st_size is the link's length on most file systems, but 0 on some (procfs). */
-        size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 256;
-        char *link = NULL;
-        ssize_t len;
-        for (;;) {
-            char *grown = realloc(link, cap);
-            if (!grown) { len = -2; break; }
-            link = grown;
-            len = readlink(cur, link, cap);
-            if (len < 0 || (size_t)len < cap) break;
-            cap *= 2;
-        }
-        if (len < 0) {
-            if (len == -1) dp_error("cannot write %s file '%s': %s", kind, path, strerror(errno));
-            else dp_error("out of memory writing %s file '%s'", kind, path);
-            free(link);
+        char *link = read_link(cur, st.st_size);
+        if (!link) {
+            dp_error("cannot write %s file '%s': %s", kind, path, strerror(errno));
             break;
         }
-        link[len] = 0;
+        size_t len = strlen(link);
         /* A relative target is relative to the folder that holds the link. */
         const char *slash = strrchr(cur, '/');
         if (link[0] != '/' && slash) {
             size_t dir = (size_t)(slash - cur) + 1;
-            char *joined = malloc(dir + (size_t)len + 1);
+            char *joined = malloc(dir + len + 1);
             if (!joined) {
                 free(link);
                 dp_error("out of memory writing %s file '%s'", kind, path);
                 break;
             }
             memcpy(joined, cur, dir);
-            memcpy(joined + dir, link, (size_t)len + 1);
+            memcpy(joined + dir, link, len + 1);
             free(link);
             link = joined;
         }
