@@ -1,6 +1,6 @@
 /* l_data.c: the binding of torch.data and the file formats: batch loaders over tensor
  * datasets (src/loader.c), stacking a batch's items, random permutations for samplers,
- * safetensors and .npy files (src/serialize.c), and the terminal test and clock that the
+ * safetensors and .npy files (src/serialize.h), and the terminal test and clock that the
  * progress bar uses.
  * Everything here is reached through require('torch._C').data; the Lua modules
  * torch.data and torch.serialize are the user-facing layer. */
@@ -228,11 +228,23 @@ static int l_randperm(lua_State *L)
 
 /* ---------------------------------------------------------------- files */
 
+/* The file name at idx.  A Lua string may hold a NUL, and the C side would cut the name
+ * there and open another file: refuse it. */
+static const char *check_file_name(lua_State *L, int idx)
+{
+    size_t len;
+    const char *path = luaL_checklstring(L, idx, &len);
+    if (strlen(path) != len)
+        luaL_error(L, "the file name contains a NUL character (after '%s'), which no file name can hold",
+                   path);
+    return path;
+}
+
 /* save_safetensors(path, tbl [, metadata]): tbl maps names to tensors */
 static int l_save_safetensors(lua_State *L)
 {
     lua_settop(L, 3);   /* scratch buffers go above the arguments */
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = check_file_name(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     int64_t n = 0;
     lua_pushnil(L);
@@ -270,7 +282,9 @@ static int l_save_safetensors(lua_State *L)
         lua_pushnil(L);
         while (lua_next(L, 3)) {
             if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
-                return luaL_error(L, "torch.save: metadata must map strings to strings");
+                return luaL_error(L, "metadata must map strings to strings");
+            if (strlen(lua_tostring(L, -2)) != lua_rawlen(L, -2) || strlen(lua_tostring(L, -1)) != lua_rawlen(L, -1))
+                return luaL_error(L, "a metadata key or value contains a NUL character");
             mk[j] = lua_tostring(L, -2);
             mv[j] = lua_tostring(L, -1);
             j++;
@@ -284,7 +298,7 @@ static int l_save_safetensors(lua_State *L)
 /* load_safetensors(path) -> tensors, metadata (nil when the file has none) */
 static int l_load_safetensors(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = check_file_name(L, 1);
     dp_safetensors *st = lua_newuserdatauv(L, sizeof *st, 0);   /* no __gc: freed below */
     if (dp_safetensors_load(path, st) != 0) return lt_raise(L);
     /* Hand each tensor to a Lua slot before anything can raise, so nothing leaks. */
@@ -312,7 +326,7 @@ static int l_load_safetensors(lua_State *L)
 
 static int l_save_npy(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = check_file_name(L, 1);
     dp_tensor *t = lt_check(L, 2);
     if (dp_npy_save(path, t) != 0) return lt_raise(L);
     return 0;
@@ -320,7 +334,7 @@ static int l_save_npy(lua_State *L)
 
 static int l_load_npy(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = check_file_name(L, 1);
     dp_tensor **slot = lt_newslot(L);
     return lt_done(L, *slot = dp_npy_load(path));
 }

@@ -188,6 +188,62 @@ describe('torch.save and torch.load (safetensors)', function()
     assert.are.same({ 0.0, 0.0, 0.0 }, torch.load(path).a:tolist())
   end)
 
+  -- Renaming the temporary file over the name given would replace a symbolic link with a
+  -- regular file, and a FIFO or a device node with a regular file (as root: /dev/full).
+  it('saves through a symbolic link to the file it points to, and keeps the link', function()
+    local real, link = dir .. '/real.safetensors', dir .. '/link.safetensors'
+    torch.save(real, { a = torch.ones(2) })
+    assert(os.execute(('ln -s real.safetensors %s'):format(link)))
+    torch.save(link, { a = torch.zeros(3) })
+    assert(os.execute('test -L ' .. link), 'the link was replaced')
+    assert.are.same({ 0.0, 0.0, 0.0 }, torch.load(real).a:tolist())
+    assert.are.same({ 'link.safetensors', 'real.safetensors' }, listdir(dir))
+    -- a relative link in another folder, to a link
+    assert(os.execute(('mkdir %s/sub && ln -s ../link.safetensors %s/sub/up'):format(dir, dir)))
+    torch.save(dir .. '/sub/up', { b = torch.ones(1) })
+    assert.are.same({ 1.0 }, torch.load(real).b:tolist())
+    assert.are.same({ 'up' }, listdir(dir .. '/sub'))
+    assert(os.execute(('test -L %s/sub/up && test -L %s && test -f %s'):format(dir, link, real)))
+    -- a link to a file that does not exist yet creates that file; .npy files alike
+    assert(os.execute(('ln -s %s/new.npy %s/sub/dangling'):format(dir, dir)))
+    torch.save_npy(dir .. '/sub/dangling', torch.arange(0, 3))
+    assert.are.same({ 0, 1, 2 }, flat(torch.load_npy(dir .. '/new.npy')))
+    assert(os.execute(('test -L %s/sub/dangling'):format(dir)))
+    -- a loop of links is an error
+    assert(os.execute(('ln -s loop2 %s/loop1 && ln -s loop1 %s/loop2'):format(dir, dir)))
+    expect_error(function() torch.save(dir .. '/loop1', { a = torch.ones(1) }) end, 'loop1', 'symbolic links')
+  end)
+
+  it('refuses to replace what is not a regular file: FIFOs, device nodes, directories', function()
+    local fifo = dir .. '/fifo'
+    assert(os.execute('mkfifo ' .. fifo))
+    expect_error(function() torch.save(fifo, { a = torch.ones(1) }) end, fifo, 'FIFO', 'not a regular file')
+    expect_error(function() torch.save_npy(fifo, torch.ones(1)) end, fifo, 'FIFO', 'not a regular file')
+    assert(os.execute('test -p ' .. fifo), 'the FIFO was replaced')
+    local null = dir .. '/null'
+    assert(os.execute('ln -s /dev/null ' .. null))
+    expect_error(function() torch.save(null, { a = torch.ones(1) }) end, null, "'/dev/null'", 'character device')
+    assert(os.execute(('test -L %s && test -c /dev/null'):format(null)), 'the link or /dev/null was replaced')
+    assert(os.execute(('mkdir %s/folder'):format(dir)))
+    expect_error(function() torch.save(dir .. '/folder', { a = torch.ones(1) }) end, 'folder', 'directory')
+    assert.are.same({ 'fifo', 'folder', 'null' }, listdir(dir))
+  end)
+
+  -- A Lua string may hold a NUL; cut there, the name would be another file's.
+  it('refuses file names and metadata with a NUL character', function()
+    local path = dir .. '/a.safetensors'
+    expect_error(function() torch.save(path .. '\0.bak', { a = torch.ones(1) }) end, 'torch.save', 'NUL')
+    expect_error(function() torch.save_npy(dir .. '/a.npy\0.bak', torch.ones(1)) end, 'torch.save_npy', 'NUL')
+    assert.are.same({}, listdir(dir))
+    torch.save(path, { a = torch.ones(1) })
+    torch.save_npy(dir .. '/a.npy', torch.ones(1))
+    expect_error(function() torch.load(path .. '\0.bak') end, 'torch.load', 'NUL')
+    expect_error(function() torch.load_npy(dir .. '/a.npy\0.bak') end, 'torch.load_npy', 'NUL')
+    expect_error(function() torch.save(path, { a = torch.zeros(1) }, { ['k\0ey'] = 'v' }) end, 'NUL')
+    expect_error(function() torch.save(path, { a = torch.zeros(1) }, { key = 'v\0x' }) end, 'NUL')
+    assert.are.same({ 1.0 }, torch.load(path).a:tolist())
+  end)
+
   it('raises clear errors for bad arguments and unwritable paths', function()
     expect_error(function() torch.save(dir .. '/x', torch.ones(2)) end, 'table of name to tensor', 'tensor')
     expect_error(function() torch.save(dir .. '/x', { [1] = torch.ones(2) }) end, 'key 1', 'strings')
@@ -318,7 +374,7 @@ describe('malformed files', function()
         f8, 'overlap' },
       { '{"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}}', f8, 'non-negative' },
       { '{"x":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}}', f8, 'non-negative integers' },
-      { '{"x":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,8]}}', f8, 'too many' },
+      { '{"x":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,8]}}', f8, 'too large' },
       { '{"x":{"dtype":"F32","shape":[1,1,1,1,1,1,1,1,1,2],"data_offsets":[0,8]}}', f8, 'at most' },
       { '{"x":{"dtype":"F32","shape":[2],"data_offsets":[0]}}', f8, 'data_offsets' },
       { '{"x":{"dtype":"F32","data_offsets":[0,8]}}', f8, "'shape'" },
@@ -380,6 +436,60 @@ describe('malformed files', function()
     -- a header length beyond the end of the file
     local path = load_bytes('\x93NUMPY\x01\x00\xff\xff{', 'long.npy')
     expect_error(function() torch.load_npy(path) end, 'long.npy', 'header length')
+  end)
+
+  -- The check that no name is used twice once compared every name with every earlier one:
+  -- 60,000 tensors (a 3.6 MB header) took 18 s.  CPU time, so a busy machine does not fail it.
+  it('checks a header of 60,000 names in linear time, and still finds a repeated one', function()
+    local n = 60000
+    local parts = {}
+    for i = 1, n do
+      parts[i] = ('"layer.%d.w":{"dtype":"F32","shape":[1],"data_offsets":[%d,%d]}'):format(i, 4 * (i - 1), 4 * i)
+    end
+    local data = string.pack('<f', 0.5):rep(n)
+    local path = load_bytes(st_bytes('{' .. table.concat(parts, ',') .. '}', data), 'many.safetensors')
+    local t0 = os.clock()
+    local sd = torch.load(path)
+    local took = os.clock() - t0
+    assert.are.same({ 0.5 }, sd['layer.60000.w']:tolist())
+    local count = 0
+    for _ in pairs(sd) do count = count + 1 end
+    assert.are.equal(n, count)
+    assert(took < 4, ('loading %d tensors took %.1f s of CPU time'):format(n, took))
+    parts[n + 1] = '"layer.1.w":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}'
+    path = load_bytes(st_bytes('{' .. table.concat(parts, ',') .. '}', data), 'again.safetensors')
+    t0 = os.clock()
+    expect_error(function() torch.load(path) end, 'again.safetensors', "'layer.1.w' twice")
+    assert(os.clock() - t0 < 4, 'finding the repeated name was slow')
+  end)
+
+  -- Sizes whose product, or whose product times the element size, overflows 64 bits:
+  -- a zero size does not make the others harmless, since strides are products of them.
+  -- NumPy refuses the same shapes ("array is too big").
+  it('shapes whose element or byte count overflows: "too large", never a tensor', function()
+    local huge = {
+      { '0, 9223372036854775807, 9223372036854775807', 'F32', '<f4' },
+      { '4611686018427387904, 4', 'F32', '<f4' },
+      { '0, 4611686018427387904, 4', 'F32', '<f4' },
+      { '0, 2305843009213693952', 'F32', '<f4' },       -- 2^61 elements of 4 bytes
+      { '1152921504606846976, 0', 'F64', '<f8' },       -- 2^60 elements of 8 bytes
+      { '3037000500, 3037000500, 0', 'I64', '<i8' },
+      { '2, 2, 2, 2, 2, 2, 4294967296, 4294967296', 'BOOL', '|b1' },
+    }
+    for i, c in ipairs(huge) do
+      local st = load_bytes(st_bytes(('{"x":{"dtype":"%s","shape":[%s],"data_offsets":[0,0]}}'):format(c[2], c[1])),
+        ('huge%d.safetensors'):format(i))
+      expect_error(function() torch.load(st) end, ('huge%d.safetensors'):format(i), 'too large')
+      local header = ("{'descr': '%s', 'fortran_order': False, 'shape': (%s), }"):format(c[3], c[1])
+      header = header .. (' '):rep((-(#header + 11)) % 64) .. '\n'
+      local np = load_bytes('\x93NUMPY\x01\x00' .. string.pack('<I2', #header) .. header, ('huge%d.npy'):format(i))
+      expect_error(function() torch.load_npy(np) end, ('huge%d.npy'):format(i), 'too large')
+    end
+    -- one byte less than the limit is an empty tensor of that shape, as in NumPy
+    local st = load_bytes(st_bytes('{"x":{"dtype":"F32","shape":[0,2305843009213693951],"data_offsets":[0,0]}}'))
+    local t = torch.load(st).x
+    assert.are.same({ 0, 2305843009213693951 }, shape_of(t))
+    assert.are.equal(0, t:numel())
   end)
 
   -- A tiny deterministic generator, so that a failure can be replayed.

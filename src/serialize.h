@@ -4,8 +4,12 @@
  * checked against the file before anything is read, so a truncated or lying file fails
  * with a message naming the file and the problem instead of reading out of bounds.
  * Writers write to a temporary file in the destination folder and rename() it into
- * place, so the final name never holds a half-written file.
+ * place, so the final name never holds a half-written file.  A destination that is a
+ * symbolic link is written through (the file it points to is replaced, the link stays);
+ * one that is not a regular file (a FIFO, a device node, a directory) is refused.
  * Loaded tensors are contiguous CPU tensors.
+ * The code: safetensors.c and npy.c, over atomic_file.c and json.c
+ * (serialize_internal.h).
  */
 #ifndef DP_SERIALIZE_H
 #define DP_SERIALIZE_H

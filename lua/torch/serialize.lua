@@ -1,6 +1,6 @@
 -- torch.serialize: torch.save / torch.load (safetensors) and torch.save_npy /
 -- torch.load_npy (NumPy .npy).  The parsing and writing are in the engine
--- (src/serialize.c); this layer checks arguments and names the function in errors.
+-- (src/safetensors.c, src/npy.c); this layer checks arguments and names the function in errors.
 local C = require('torch._C').data
 
 local serialize = {}
