@@ -80,7 +80,7 @@ static void pin_library(void)
         dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
-int luaopen_dplua(lua_State *L)
+DPLUA_API int luaopen_dplua(lua_State *L)
 {
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
     if (lua_getfield(L, -1, "torch") == LUA_TTABLE) {
@@ -115,7 +115,7 @@ int luaopen_dplua(lua_State *L)
     return 1;
 }
 
-int luaopen_torch(lua_State *L) { return luaopen_dplua(L); }
+DPLUA_API int luaopen_torch(lua_State *L) { return luaopen_dplua(L); }
 
 static int open_module(lua_State *L, const char *name)
 {
@@ -125,10 +125,10 @@ static int open_module(lua_State *L, const char *name)
     return 1;
 }
 
-int luaopen_nn(lua_State *L) { return open_module(L, "nn"); }
-int luaopen_optim(lua_State *L) { return open_module(L, "optim"); }
-int luaopen_torch_data(lua_State *L) { return open_module(L, "torch.data"); }
-int luaopen_torch_distributed(lua_State *L) { return open_module(L, "torch.distributed"); }
+DPLUA_API int luaopen_nn(lua_State *L) { return open_module(L, "nn"); }
+DPLUA_API int luaopen_optim(lua_State *L) { return open_module(L, "optim"); }
+DPLUA_API int luaopen_torch_data(lua_State *L) { return open_module(L, "torch.data"); }
+DPLUA_API int luaopen_torch_distributed(lua_State *L) { return open_module(L, "torch.distributed"); }
 
 /* ------------------------------------------------------------------ embedding */
 
@@ -150,7 +150,7 @@ static int setup_state(lua_State *L)
     return 0;
 }
 
-lua_State *dplua_newstate(void)
+DPLUA_API lua_State *dplua_newstate(void)
 {
     lua_State *L = luaL_newstate();
     if (!L) {
@@ -167,9 +167,9 @@ lua_State *dplua_newstate(void)
     return L;
 }
 
-dplua_tensor *dplua_checktensor(lua_State *L, int idx) { return lt_check(L, idx); }
+DPLUA_API dplua_tensor *dplua_checktensor(lua_State *L, int idx) { return lt_check(L, idx); }
 
-void dplua_pushtensor(lua_State *L, dplua_tensor *t)
+DPLUA_API void dplua_pushtensor(lua_State *L, dplua_tensor *t)
 {
     if (!t) {
         lua_pushnil(L);
@@ -179,7 +179,7 @@ void dplua_pushtensor(lua_State *L, dplua_tensor *t)
     lt_push(L, t);
 }
 
-dplua_tensor *dplua_tensor_from_host(const float *data, int ndim, const int64_t *sizes)
+DPLUA_API dplua_tensor *dplua_tensor_from_host(const float *data, int ndim, const int64_t *sizes)
 {
     if (!data || ndim < 0 || ndim > DP_MAX_DIMS || (ndim > 0 && !sizes)) {
         dp_error("dplua_tensor_from_host: bad arguments (data %p, ndim %d, sizes %p)", (const void *)data,
@@ -189,7 +189,7 @@ dplua_tensor *dplua_tensor_from_host(const float *data, int ndim, const int64_t 
     return dp_from_host(data, DP_FLOAT32, ndim, sizes, DP_FLOAT32, dp_cpu());
 }
 
-int dplua_tensor_to_host(const dplua_tensor *t, float *out, size_t n)
+DPLUA_API int dplua_tensor_to_host(const dplua_tensor *t, float *out, size_t n)
 {
     if (!t || !out)
         return dp_error("dplua_tensor_to_host: NULL %s", t ? "output buffer" : "tensor");
@@ -200,15 +200,15 @@ int dplua_tensor_to_host(const dplua_tensor *t, float *out, size_t n)
     return dp_to_host((dp_tensor *)t, out, DP_FLOAT32, numel);
 }
 
-int dplua_tensor_ndim(const dplua_tensor *t) { return t ? t->ndim : -1; }
+DPLUA_API int dplua_tensor_ndim(const dplua_tensor *t) { return t ? t->ndim : -1; }
 
-int64_t dplua_tensor_size(const dplua_tensor *t, int dim)
+DPLUA_API int64_t dplua_tensor_size(const dplua_tensor *t, int dim)
 {
     if (!t || dim < 0 || dim >= t->ndim)
         return -1;
     return t->sizes[dim];
 }
 
-void dplua_tensor_release(dplua_tensor *t) { dp_tensor_release(t); }
+DPLUA_API void dplua_tensor_release(dplua_tensor *t) { dp_tensor_release(t); }
 
-const char *dplua_last_error(void) { return dp_last_error(); }
+DPLUA_API const char *dplua_last_error(void) { return dp_last_error(); }
