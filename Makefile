@@ -8,6 +8,7 @@
 #   make env           prints the exports that let stock lua5.4 find an uninstalled build
 
 BUILD   ?= build
+ASAN_BUILD ?= build-asan
 PREFIX  ?= /usr/local
 CC      ?= cc
 OPT     ?= -O3
@@ -25,7 +26,7 @@ LUA_LIBS   := $(shell pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4)
 LUA        ?= lua5.4
 
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -fPIC -g $(OPT) -Wall -Wextra -Wno-unused-parameter \
-              -fopenmp-simd -fvisibility=default $(SAN)
+              -fopenmp-simd -fvisibility=hidden $(SAN)
 DEFS =
 ifeq ($(CUDA),1)
 DEFS += -DDP_HAVE_CUDA
@@ -39,7 +40,8 @@ CFLAGS  += $(CFLAGS_BASE) $(DEFS) $(MPI_CFLAGS)
 LIBS     = -lopenblas $(MPI_LIBS) -lpthread -ldl -lm
 
 ENGINE_SRC := $(sort $(wildcard src/*.c))
-BIND_SRC   := $(sort $(filter-out lua/dplua.c,$(wildcard lua/*.c)))
+INTERP_SRC := lua/dplua.c lua/dplua_complete.c
+BIND_SRC   := $(sort $(filter-out $(INTERP_SRC),$(wildcard lua/*.c)))
 LUA_FILES  := $(sort $(shell find lua -name '*.lua'))
 CU_SRC     := $(sort $(wildcard kernels/*.cu))
 
@@ -63,11 +65,14 @@ endif
 all: $(TARGETS)
 
 # ------------------------------------------------------------------ engine and binding
-$(BUILD)/obj/src/%.o: src/%.c $(wildcard src/*.h)
+# Everything is compiled with -fvisibility=hidden: the libraries export dplua.h's API and
+# the luaopen_* entry points (marked DPLUA_API), nothing else.  (The CUDA backend library
+# gets the engine's error reporter from its init call, not by symbol.)
+$(BUILD)/obj/src/%.o: src/%.c $(wildcard src/*.h src/*.def) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/lua/%.o: lua/%.c $(wildcard lua/*.h src/*.h)
+$(BUILD)/obj/lua/%.o: lua/%.c $(wildcard lua/*.h src/*.h src/*.def) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LUA_CFLAGS) -c $< -o $@
 
@@ -90,17 +95,10 @@ $(LIB_SO): $(ALL_OBJ)
 $(LUAMOD): $(ALL_OBJ)
 	@mkdir -p $(BUILD)/lua/torch
 	$(CC) -shared $(SAN) -o $@ $^ $(LIBS)
-	ln -sf torch.so $(BUILD)/lua/nn.so
-	ln -sf torch.so $(BUILD)/lua/optim.so
-	ln -sf ../torch.so $(BUILD)/lua/torch/data.so
-	ln -sf ../torch.so $(BUILD)/lua/torch/distributed.so
+	$(call link_modules,$(BUILD)/lua)
 
-$(BIN): $(BUILD)/obj/lua/dplua.o $(LIB_A)
-	$(CC) $(SAN) -o $@ $< $(LIB_A) $(LUA_LIBS) -lreadline $(LIBS) -Wl,-E
-
-$(BUILD)/obj/lua/dplua.o: lua/dplua.c lua/dplua.h
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LUA_CFLAGS) -c $< -o $@
+$(BIN): $(INTERP_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_A)
+	$(CC) $(SAN) -o $@ $(filter %.o,$^) $(LIB_A) $(LUA_LIBS) -lreadline $(LIBS) -Wl,-E
 
 $(BUILD)/examples/embed/%: examples/embed/%.c lua/dplua.h $(LIB_A)
 	@mkdir -p $(dir $@)
@@ -108,13 +106,25 @@ $(BUILD)/examples/embed/%: examples/embed/%.c lua/dplua.h $(LIB_A)
 
 $(BUILD)/dplua.pc: tools/dplua.pc.in
 	@mkdir -p $(BUILD)
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBS@|$(LIBS)|g' $< > $@
+	$(call write_pc,$@)
+
+# $(call link_modules,DIR): the symlinks in DIR (which holds torch.so) through which stock
+# lua5.4 finds luaopen_nn, luaopen_optim, luaopen_torch_data, luaopen_torch_distributed
+define link_modules
+	ln -sf torch.so $(1)/nn.so
+	ln -sf torch.so $(1)/optim.so
+	ln -sf ../torch.so $(1)/torch/data.so
+	ln -sf ../torch.so $(1)/torch/distributed.so
+endef
+
+# $(call write_pc,FILE): dplua.pc for pkg-config, for the libraries under $(PREFIX)
+write_pc = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBS@|$(LIBS)|g' tools/dplua.pc.in > $(1)
 
 # ------------------------------------------------------------------ CUDA backend (run-time loaded)
 NVCCFLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90 -I. -Isrc
 CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
-$(BUILD)/obj/kernels/%.o: kernels/%.cu $(wildcard kernels/*.h kernels/*.cuh src/*.h)
+$(BUILD)/obj/kernels/%.o: kernels/%.cu $(wildcard kernels/*.h kernels/*.cuh src/*.h src/*.def)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
@@ -128,7 +138,7 @@ check-cuda: $(CUDA_SO)
 # so the CUDA backend's logic runs on any machine: make cuda-emu; spec/cudaemu/run.
 EMU ?= build-emu
 EMU_OBJ := $(CU_SRC:kernels/%.cu=$(EMU)/kernels/%.o) $(EMU)/emu.o
-EMU_DEPS := $(wildcard kernels/*.h kernels/*.cuh src/backend.h src/philox.h spec/cudaemu/include/*.h)
+EMU_DEPS := $(wildcard kernels/*.h kernels/*.cuh src/backend.h src/dp.h src/ops.def src/opmath.h src/philox.h spec/cudaemu/include/*.h)
 EMU_CXXFLAGS = -std=c++17 -O2 -g -fPIC -fvisibility=hidden -U_FORTIFY_SOURCE -Wall -Wno-unused-function -Wno-unknown-pragmas \
                -Ispec/cudaemu/include -Ikernels -I. -Isrc
 $(EMU)/kernels/%.cpp: kernels/%.cu spec/cudaemu/launch.sed
@@ -167,8 +177,8 @@ bench: deps
 	BUILD=$(BUILD) bench/run
 
 asan: deps
-	$(MAKE) -j2 BUILD=build-asan CUDA=0 OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" all
-	BUILD=build-asan ASAN=1 spec/run
+	$(MAKE) -j2 BUILD=$(ASAN_BUILD) CUDA=0 OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" all
+	BUILD=$(ASAN_BUILD) ASAN=1 spec/run
 
 env:
 	@echo 'export LUA_CPATH="$(abspath $(BUILD))/lua/?.so;;"'
@@ -182,12 +192,11 @@ install: all
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
 	$(if $(filter 1,$(CUDA)),install -m 755 $(CUDA_SO) $(DESTDIR)$(PREFIX)/lib/)
 	install -m 644 lua/dplua.h $(DESTDIR)$(PREFIX)/include/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBS@|$(LIBS)|g' tools/dplua.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/dplua.pc
+	$(call write_pc,$(DESTDIR)$(PREFIX)/lib/pkgconfig/dplua.pc)
 	install -m 755 $(LUAMOD) $(DESTDIR)$(PREFIX)/lib/lua/5.4/torch.so
-	ln -sf torch.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/nn.so
-	ln -sf torch.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/optim.so
-	ln -sf ../torch.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/torch/data.so
-	ln -sf ../torch.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/torch/distributed.so
+	$(call link_modules,$(DESTDIR)$(PREFIX)/lib/lua/5.4)
 
+# every build folder: build/, build-asan/, build-emu/, any BUILD= or EMU= given, and the
+# build-*/ folders of spec/gpu/bundle and bench (BUILD=build-bench)
 clean:
-	rm -rf build build-asan
+	rm -rf $(sort build $(BUILD) $(ASAN_BUILD) $(EMU)) build-*/

@@ -22,31 +22,37 @@
 extern "C" {
 #endif
 
+/* What the library exports: it is built with -fvisibility=hidden, so these functions (and
+ * the luaopen_* entry points that stock lua5.4 looks up) are its whole dynamic interface. */
+#ifndef DPLUA_API
+#define DPLUA_API __attribute__((visibility("default")))
+#endif
+
 typedef struct dp_tensor dplua_tensor;
 
 /* Registers torch, nn, optim, torch.data, torch.distributed in package.loaded (and their
  * Lua sources in package.preload); returns 1 with the torch table on the stack. */
-int luaopen_dplua(lua_State *L);
+DPLUA_API int luaopen_dplua(lua_State *L);
 /* A new state with the standard libraries and dplua; globals torch, nn, optim set.
  * NULL on failure (see dplua_last_error). */
-lua_State *dplua_newstate(void);
+DPLUA_API lua_State *dplua_newstate(void);
 
 /* The tensor at idx, or a Lua error.  Borrowed: valid while the value is on the stack. */
-dplua_tensor *dplua_checktensor(lua_State *L, int idx);
+DPLUA_API dplua_tensor *dplua_checktensor(lua_State *L, int idx);
 /* Pushes t; Lua takes its own reference (the caller keeps its own). */
-void dplua_pushtensor(lua_State *L, dplua_tensor *t);
+DPLUA_API void dplua_pushtensor(lua_State *L, dplua_tensor *t);
 /* A new float32 CPU tensor with a copy of data; the caller owns the reference. NULL on failure. */
-dplua_tensor *dplua_tensor_from_host(const float *data, int ndim, const int64_t *sizes);
+DPLUA_API dplua_tensor *dplua_tensor_from_host(const float *data, int ndim, const int64_t *sizes);
 /* Copies t's elements (converted to float, row-major) into out[n]; 0 on success, -1 if
  * n differs from the number of elements or on failure. */
-int dplua_tensor_to_host(const dplua_tensor *t, float *out, size_t n);
+DPLUA_API int dplua_tensor_to_host(const dplua_tensor *t, float *out, size_t n);
 /* Shape queries. */
-int dplua_tensor_ndim(const dplua_tensor *t);
-int64_t dplua_tensor_size(const dplua_tensor *t, int dim);   /* dim 0-based */
+DPLUA_API int dplua_tensor_ndim(const dplua_tensor *t);
+DPLUA_API int64_t dplua_tensor_size(const dplua_tensor *t, int dim);   /* dim 0-based */
 /* Drops the caller's reference. */
-void dplua_tensor_release(dplua_tensor *t);
+DPLUA_API void dplua_tensor_release(dplua_tensor *t);
 /* The message of this thread's last failure. */
-const char *dplua_last_error(void);
+DPLUA_API const char *dplua_last_error(void);
 
 #ifdef __cplusplus
 }

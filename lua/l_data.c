@@ -6,11 +6,9 @@
  * torch.data and torch.serialize are the user-facing layer. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "lbind.h"
-#include "l_tensor.h"
 #include "../src/loader.h"
 #include "../src/serialize.h"
 
@@ -19,19 +17,13 @@
 
 /* ---------------------------------------------------------------- argument buffers */
 
-/* A scratch buffer owned by a userdata on the stack, so that a Lua error frees it. */
-static void *scratch(lua_State *L, size_t nbytes)
-{
-    return lua_newuserdatauv(L, nbytes ? nbytes : 1, 0);
-}
-
 /* Reads the sequence at idx into a 0-based int64 array (entries are 1-based integers);
  * the array lives in a userdata pushed on the stack. */
 static int64_t *check_index_list(lua_State *L, int idx, const char *what, int64_t *n_out)
 {
     luaL_checktype(L, idx, LUA_TTABLE);
     int64_t n = (int64_t)luaL_len(L, idx);
-    int64_t *out = scratch(L, (size_t)n * sizeof *out);
+    int64_t *out = lt_scratch(L, (size_t)n * sizeof *out);
     for (int64_t i = 1; i <= n; i++) {
         int isint = 0;
         lua_rawgeti(L, idx, i);
@@ -66,7 +58,7 @@ static int l_loader_new(lua_State *L)
     int n = (int)luaL_len(L, 1);
     if (n < 1 || n > MAX_LOADER_TENSORS)
         return luaL_error(L, "a tensor loader takes 1 to %d tensors (got %d)", MAX_LOADER_TENSORS, n);
-    dp_tensor **ts = scratch(L, (size_t)n * sizeof *ts);
+    dp_tensor **ts = lt_scratch(L, (size_t)n * sizeof *ts);
     for (int k = 1; k <= n; k++) {
         lua_rawgeti(L, 1, k);
         dp_tensor *t = lt_test(L, -1);
@@ -158,36 +150,27 @@ static int l_stack(lua_State *L)
     bool have_ids = !lua_isnil(L, 2);
     if (have_ids) luaL_checktype(L, 2, LUA_TTABLE);
     lua_Integer offset = luaL_optinteger(L, 3, 0);
-    dp_tensor **items = scratch(L, (size_t)n * sizeof *items);
-    luaL_getmetatable(L, DPLUA_TENSOR_MT);
-    int mt = lua_gettop(L);
+    dp_tensor **items = lt_scratch(L, (size_t)n * sizeof *items);
+    int top = lua_gettop(L);
     for (int64_t i = 0; i < n; i++) {
         lua_rawgeti(L, 1, i + 1);
-        dp_tensor **p = lua_touserdata(L, -1);
-        bool ok = p && lua_getmetatable(L, -1) && lua_rawequal(L, -1, mt) && *p;
-        lua_settop(L, mt);
-        if (!ok) {
-            lua_rawgeti(L, 1, i + 1);
-            items[i] = lt_test(L, -1);   /* raises for a closed tensor */
-            if (!items[i]) {
-                lua_Integer id = i + 1;
-                if (have_ids) {
-                    lua_rawgeti(L, 2, offset + i + 1);
-                    id = luaL_optinteger(L, -1, i + 1);
-                }
-                return luaL_error(L, "cannot stack the items of a batch: item %d is a %s, not a tensor",
-                                  (int)id, luaL_typename(L, mt + 1));
+        items[i] = lt_test(L, -1);   /* raises for a closed tensor */
+        if (!items[i]) {
+            lua_Integer id = i + 1;
+            if (have_ids) {
+                lua_rawgeti(L, 2, offset + i + 1);
+                id = luaL_optinteger(L, -1, i + 1);
             }
-            lua_settop(L, mt);
-        } else {
-            items[i] = *p;
+            return luaL_error(L, "cannot stack the items of a batch: item %d is a %s, not a tensor",
+                              (int)id, luaL_typename(L, top + 1));
         }
+        lua_settop(L, top);   /* the table keeps the item alive */
     }
     dp_tensor **slot = lt_newslot(L);
     *slot = dp_stack_items(n, items, NULL);
     if (!*slot && have_ids) {
         /* say it again with the dataset indices of the items */
-        int64_t *ids = scratch(L, (size_t)n * sizeof *ids);
+        int64_t *ids = lt_scratch(L, (size_t)n * sizeof *ids);
         for (int64_t i = 0; i < n; i++) {
             lua_rawgeti(L, 2, offset + i + 1);
             ids[i] = (int64_t)luaL_optinteger(L, -1, i + 1);
@@ -205,24 +188,17 @@ static int l_stack(lua_State *L)
 static int l_randperm(lua_State *L)
 {
     lua_Integer n = luaL_checkinteger(L, 1);
-    if (n < 0) return luaL_error(L, "randperm: n must be >= 0 (got %d)", (int)n);
     bool gen = !lua_isnoneornil(L, 2);
     uint64_t seed = gen ? (uint64_t)luaL_checkinteger(L, 2) : 0;
     uint64_t offset = (uint64_t)luaL_optinteger(L, 3, 0);
+    dp_tensor *perm = lt_randperm(L, n, gen, seed, offset);
+    int64_t *v = lt_scratch(L, (size_t)n * sizeof *v);
+    if (dp_to_host(perm, v, DP_INT64, n) != 0) return lt_raise(L);
     lua_createtable(L, (int)(n < INT32_MAX ? n : 0), 0);
-    if (n == 0) return 1;
-    dp_tensor **slot = lt_newslot(L);   /* owns the permutation until we are done */
-    *slot = dp_randperm((int64_t)n, gen, seed, offset);
-    if (!*slot) return lt_raise(L);
-    dp_tensor *perm = dp_contiguous(*slot);
-    if (!perm) return lt_raise(L);
-    const int64_t *v = dp_data(perm);
     for (lua_Integer i = 0; i < n; i++) {
-        lua_pushinteger(L, (lua_Integer)v[i] + 1);
-        lua_rawseti(L, -3, i + 1);
+        lua_pushinteger(L, (lua_Integer)v[i]);
+        lua_rawseti(L, -2, i + 1);
     }
-    dp_tensor_release(perm);
-    lua_pop(L, 1);
     return 1;
 }
 
@@ -249,7 +225,7 @@ static int l_save_safetensors(lua_State *L)
     int64_t n = 0;
     lua_pushnil(L);
     while (lua_next(L, 2)) { n++; lua_pop(L, 1); }
-    dp_named_tensor *ts = scratch(L, (size_t)n * sizeof *ts);
+    dp_named_tensor *ts = lt_scratch(L, (size_t)n * sizeof *ts);
     int64_t k = 0;
     lua_pushnil(L);
     while (lua_next(L, 2)) {
@@ -276,8 +252,8 @@ static int l_save_safetensors(lua_State *L)
         luaL_checktype(L, 3, LUA_TTABLE);
         lua_pushnil(L);
         while (lua_next(L, 3)) { nmeta++; lua_pop(L, 1); }
-        mk = scratch(L, (size_t)nmeta * sizeof *mk);
-        mv = scratch(L, (size_t)nmeta * sizeof *mv);
+        mk = lt_scratch(L, (size_t)nmeta * sizeof *mk);
+        mv = lt_scratch(L, (size_t)nmeta * sizeof *mv);
         int64_t j = 0;
         lua_pushnil(L);
         while (lua_next(L, 3)) {
@@ -339,26 +315,11 @@ static int l_load_npy(lua_State *L)
     return lt_done(L, *slot = dp_npy_load(path));
 }
 
-static int l_is_tensor(lua_State *L)
-{
-    lua_pushboolean(L, lt_test(L, 1) != NULL);
-    return 1;
-}
-
 /* ---------------------------------------------------------------- for the progress bar */
 
 static int l_stderr_isatty(lua_State *L)
 {
     lua_pushboolean(L, isatty(STDERR_FILENO));
-    return 1;
-}
-
-/* Seconds from a monotonic clock. */
-static int l_clock(lua_State *L)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    lua_pushnumber(L, (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec);
     return 1;
 }
 
@@ -370,9 +331,9 @@ static const luaL_Reg data_functions[] = {
     { "load_safetensors", l_load_safetensors },
     { "save_npy", l_save_npy },
     { "load_npy", l_load_npy },
-    { "is_tensor", l_is_tensor },
+    { "is_tensor", lt_is_tensor },
     { "stderr_isatty", l_stderr_isatty },
-    { "clock", l_clock },
+    { "clock", lt_clock },
     { NULL, NULL },
 };
 
@@ -381,10 +342,7 @@ int dplua_open_data(lua_State *L)
     if (luaL_newmetatable(L, LOADER_MT)) {
         luaL_newlib(L, loader_methods);
         lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, l_loader_gc);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, l_loader_gc);
-        lua_setfield(L, -2, "__close");
+        lt_setgc(L, l_loader_gc);
     }
     lua_pop(L, 1);
     luaL_newlib(L, data_functions);

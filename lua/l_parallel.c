@@ -1,20 +1,11 @@
 /* l_parallel.c: the binding of the data-parallel primitives (src/parallel.h), stored as
  * require('torch._C').parallel and used by lua/nn/DataParallel.lua.  Dimensions are
  * 1-based here, as everywhere in Lua. */
-#include "l_tensor.h"
+#include "lbind.h"
 #include "../src/parallel.h"
 
 #include <stdio.h>
 #include <string.h>
-
-int dplua_open_parallel(lua_State *L);
-
-/* Scratch memory owned by the collector and anchored on the stack for the rest of the
- * call, so a Lua error never leaks it. */
-static void *scratch_on_stack(lua_State *L, size_t n)
-{
-    return lua_newuserdatauv(L, n ? n : 1, 0);
-}
 
 static int list_length(lua_State *L, int idx, const char *what)
 {
@@ -80,7 +71,7 @@ static int l_devices(lua_State *L)
 {
     const char *what = luaL_optstring(L, 2, "devices");
     int n = list_length(L, 1, what);
-    dp_device *devs = scratch_on_stack(L, sizeof *devs * (size_t)n);
+    dp_device *devs = lt_scratch(L, sizeof *devs * (size_t)n);
     check_devices(L, 1, devs, n, what);
     lua_createtable(L, n, 0);
     for (int i = 0; i < n; i++) {
@@ -96,7 +87,7 @@ static int l_scatter_sizes(lua_State *L)
     lua_Integer n = luaL_checkinteger(L, 1);
     lua_Integer k = luaL_checkinteger(L, 2);
     luaL_argcheck(L, k >= 1 && k <= 1 << 20, 2, "the number of devices must be at least 1");
-    int64_t *sizes = scratch_on_stack(L, sizeof *sizes * (size_t)k);
+    int64_t *sizes = lt_scratch(L, sizeof *sizes * (size_t)k);
     int count = dp_scatter_sizes(n, (int)k, sizes);
     if (count < 0)
         return lt_raise(L);
@@ -114,9 +105,9 @@ static int l_scatter(lua_State *L)
     dp_tensor *t = lt_check(L, 1);
     int n = list_length(L, 2, "scatter: devices");
     int dim = lt_checkdim(L, 3, t->ndim, 0);
-    dp_device *devs = scratch_on_stack(L, sizeof *devs * (size_t)n);
+    dp_device *devs = lt_scratch(L, sizeof *devs * (size_t)n);
     check_devices(L, 2, devs, n, "scatter: devices");
-    dp_tensor **out = scratch_on_stack(L, sizeof *out * (size_t)n);
+    dp_tensor **out = lt_scratch(L, sizeof *out * (size_t)n);
     int count = 0;
     if (dp_scatter(t, dim, n, devs, out, &count) < 0)
         return lt_raise(L);
@@ -137,17 +128,17 @@ static int l_broadcast_coalesced(lua_State *L)
     int n = list_length(L, 1, "broadcast_coalesced: tensors");
     int ndev = list_length(L, 2, "broadcast_coalesced: devices");
     bool use_reuse = !lua_isnoneornil(L, 3);
-    dp_tensor **ts = scratch_on_stack(L, sizeof *ts * (size_t)n);
+    dp_tensor **ts = lt_scratch(L, sizeof *ts * (size_t)n);
     check_tensor_list(L, 1, n, ts, "broadcast_coalesced: tensors");
-    dp_device *devs = scratch_on_stack(L, sizeof *devs * (size_t)ndev);
+    dp_device *devs = lt_scratch(L, sizeof *devs * (size_t)ndev);
     check_devices(L, 2, devs, ndev, "broadcast_coalesced: devices");
     dp_tensor **reuse = NULL;
     bool *changed = NULL;
     if (use_reuse) {
         luaL_checktype(L, 3, LUA_TTABLE);
         luaL_checktype(L, 4, LUA_TTABLE);
-        reuse = scratch_on_stack(L, sizeof *reuse * (size_t)ndev * n);
-        changed = scratch_on_stack(L, sizeof *changed * (size_t)n);
+        reuse = lt_scratch(L, sizeof *reuse * (size_t)ndev * n);
+        changed = lt_scratch(L, sizeof *changed * (size_t)n);
         for (int i = 0; i < n; i++) {
             lua_geti(L, 4, i + 1);
             changed[i] = lua_toboolean(L, -1);
@@ -173,7 +164,7 @@ static int l_broadcast_coalesced(lua_State *L)
             lua_pop(L, 1);
         }
     }
-    dp_tensor **out = scratch_on_stack(L, sizeof *out * (size_t)ndev * n);
+    dp_tensor **out = lt_scratch(L, sizeof *out * (size_t)ndev * n);
     if (dp_broadcast_coalesced(n, ts, ndev, devs, reuse, changed, out) < 0)
         return lt_raise(L);
     lua_createtable(L, ndev, 0);
@@ -193,7 +184,7 @@ static int l_broadcast_coalesced(lua_State *L)
 static int l_gather(lua_State *L)
 {
     int n = list_length(L, 1, "gather: tensors");
-    dp_tensor **ts = scratch_on_stack(L, sizeof *ts * (size_t)n);
+    dp_tensor **ts = lt_scratch(L, sizeof *ts * (size_t)n);
     check_tensor_list(L, 1, n, ts, "gather: tensors");
     dp_device dev = lt_check_device(L, 2);
     int dim = lt_checkdim(L, 3, ts[0]->ndim, 0);
@@ -212,7 +203,7 @@ static int l_reduce_add_coalesced(lua_State *L)
     int n = list_length(L, lua_gettop(L), "reduce_add_coalesced: lists[1]");
     lua_pop(L, 1);
     dp_device dev = lt_check_device(L, 2);
-    dp_tensor **ts = scratch_on_stack(L, sizeof *ts * (size_t)ndev * n);
+    dp_tensor **ts = lt_scratch(L, sizeof *ts * (size_t)ndev * n);
     for (int d = 0; d < ndev; d++) {
         char what[64];
         snprintf(what, sizeof what, "reduce_add_coalesced: lists[%d]", d + 1);
@@ -222,7 +213,7 @@ static int l_reduce_add_coalesced(lua_State *L)
         check_tensor_list(L, lua_gettop(L), n, ts + (size_t)d * n, what);
         lua_pop(L, 1);
     }
-    dp_tensor **out = scratch_on_stack(L, sizeof *out * (size_t)n);
+    dp_tensor **out = lt_scratch(L, sizeof *out * (size_t)n);
     if (dp_reduce_add_coalesced(ndev, n, ts, dev, out) < 0)
         return lt_raise(L);
     lua_createtable(L, n, 0);

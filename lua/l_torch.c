@@ -1,11 +1,10 @@
 /* l_torch.c: the torch functions of torch._C: tensor creation (with PyTorch's dtype
  * inference), cat/stack, comparisons of whole tensors, devices and the cuda/cpu tables,
- * random seeds, threads, grad mode, a monotonic clock, and the functional internals that
+ * random seeds, threads, grad mode, and the functional internals that
  * nn and optim build on (linear, losses, dropout, optimizer steps, DataParallel's to_reuse).
  * dplua_open_core assembles _C from these and the tensor binding. */
 #include <math.h>
 #include <string.h>
-#include <time.h>
 
 #include "l_tensor.h"
 
@@ -154,8 +153,6 @@ static int c_randint(lua_State *L)
 {
     int base = lua_type(L, 2) == LUA_TNUMBER ? 2 : 1;
     lua_Integer low = base == 2 ? luaL_checkinteger(L, 1) : 0, high = luaL_checkinteger(L, base);
-    if (high <= low)
-        return luaL_error(L, "randint: high (%I) must be greater than low (%I)", high, low);
     int64_t sizes[DP_MAX_DIMS];
     luaL_checktype(L, base + 1, LUA_TTABLE);
     int next, n = lt_checksizes(L, base + 1, sizes, &next, false);
@@ -171,8 +168,6 @@ static int c_eye(lua_State *L)
     lua_Integer n = luaL_checkinteger(L, 1);
     int optidx = lua_type(L, 2) == LUA_TNUMBER ? 3 : 2;
     lua_Integer m = optidx == 3 ? luaL_checkinteger(L, 2) : n;
-    if (n < 0 || m < 0)
-        return luaL_error(L, "eye: sizes must be non-negative, got %I and %I", n, m);
     create_opts o = check_opts(L, optidx);
     dp_tensor **slot = lt_newslot(L);
     *slot = dp_eye(n, m, o.dtype, o.device);
@@ -203,17 +198,10 @@ static int c_randn_like(lua_State *L) { return create_like(L, dp_randn); }
 static int c_randperm(lua_State *L)
 {
     lua_Integer n = luaL_checkinteger(L, 1);
-    if (n < 0)
-        return luaL_argerror(L, 1, lua_pushfstring(L, "n must be non-negative, got %I", n));
     create_opts o = check_opts(L, 2);
+    dp_tensor *perm = lt_randperm(L, n, false, 0, 0);
     dp_tensor **slot = lt_newslot(L);
-    dp_tensor *zero_based = dp_randperm(n, false, 0, 0);
-    dp_tensor *one_based = zero_based ? dp_binary_scalar(DP_ADD, zero_based, 1, false) : NULL;
-    dp_tensor_release(zero_based);
-    if (!one_based)
-        return lt_raise(L);
-    *slot = dp_to(one_based, o.device, o.has_dtype ? o.dtype : DP_INT64, false);
-    dp_tensor_release(one_based);
+    *slot = dp_to(perm, o.device, o.has_dtype ? o.dtype : DP_INT64, false);   /* a new reference */
     return created(L, slot, &o);
 }
 
@@ -337,8 +325,8 @@ static int c_tensor(lua_State *L)
     s.n = 1;
     for (int k = 0; k < s.ndim; k++)
         s.n *= s.sizes[k];
-    s.d = lua_newuserdatauv(L, (size_t)(s.n ? s.n : 1) * sizeof(double), 0);
-    s.i = lua_newuserdatauv(L, (size_t)(s.n ? s.n : 1) * sizeof(int64_t), 0);
+    s.d = lt_scratch(L, (size_t)s.n * sizeof(double));
+    s.i = lt_scratch(L, (size_t)s.n * sizeof(int64_t));
     int64_t path[DP_MAX_DIMS + 1];
     lua_pushvalue(L, 1);
     nested_fill(L, &s, 0, path);
@@ -363,7 +351,7 @@ static dp_tensor **check_list(lua_State *L, int idx, int *n)
     *n = (int)luaL_len(L, idx);
     if (*n == 0)
         luaL_argerror(L, idx, "expected a non-empty table of tensors");
-    dp_tensor **ts = lua_newuserdatauv(L, sizeof *ts * (size_t)*n, 0);
+    dp_tensor **ts = lt_scratch(L, sizeof *ts * (size_t)*n);
     for (int i = 0; i < *n; i++) {
         lua_geti(L, idx, i + 1);
         ts[i] = lt_test(L, -1);
@@ -404,12 +392,6 @@ static int c_equal(lua_State *L)
     if (r < 0)
         return lt_raise(L);
     lua_pushboolean(L, r);
-    return 1;
-}
-
-static int c_is_tensor(lua_State *L)
-{
-    lua_pushboolean(L, luaL_testudata(L, 1, DPLUA_TENSOR_MT) != NULL);
     return 1;
 }
 
@@ -563,15 +545,6 @@ static int c_set_float32_matmul_precision(lua_State *L)
     return 0;
 }
 
-/* seconds from a monotonic clock (torch.Timer) */
-static int c_clock(lua_State *L)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    lua_pushnumber(L, (double)ts.tv_sec + ts.tv_nsec * 1e-9);
-    return 1;
-}
-
 /* ------------------------------------------------------------------ nn and optim internals */
 
 static dp_reduction check_reduction(lua_State *L, int idx)
@@ -619,8 +592,6 @@ static int c_dropout(lua_State *L)
 {
     dp_tensor *x = lt_check(L, 1);
     double p = luaL_checknumber(L, 2);
-    if (!(p >= 0 && p <= 1))
-        return luaL_argerror(L, 2, lua_pushfstring(L, "dropout probability must be between 0 and 1, got %f", p));
     dp_tensor **slot = lt_newslot(L);
     return lt_done(L, *slot = dp_dropout(x, p, lua_toboolean(L, 3)));
 }
@@ -684,13 +655,13 @@ static const luaL_Reg torch_functions[] = {
     { "arange", c_arange }, { "eye", c_eye }, { "empty_like", c_empty_like },
     { "zeros_like", c_zeros_like }, { "ones_like", c_ones_like }, { "rand_like", c_rand_like },
     { "randn_like", c_randn_like }, { "cat", c_cat }, { "stack", c_stack },
-    { "allclose", c_allclose }, { "equal", c_equal }, { "is_tensor", c_is_tensor },
+    { "allclose", c_allclose }, { "equal", c_equal }, { "is_tensor", lt_is_tensor },
     { "device", c_device }, { "set_default_device", c_set_default_device },
     { "get_default_device", c_get_default_device }, { "manual_seed", c_manual_seed }, { "initial_seed", c_initial_seed },
     { "set_num_threads", c_set_num_threads }, { "get_num_threads", c_get_num_threads },
     { "no_grad", c_no_grad }, { "enable_grad", c_enable_grad }, { "is_grad_enabled", c_is_grad_enabled },
     { "set_grad_enabled", c_set_grad_enabled },
-    { "set_float32_matmul_precision", c_set_float32_matmul_precision }, { "clock", c_clock },
+    { "set_float32_matmul_precision", c_set_float32_matmul_precision }, { "clock", lt_clock },
     { "linear", c_linear }, { "mse_loss", c_mse_loss }, { "nll_loss", c_nll_loss },
     { "cross_entropy", c_cross_entropy }, { "dropout", c_dropout }, { "sgd_step", c_sgd_step },
     { "adam_step", c_adam_step }, { "to_reuse", c_to_reuse }, { "bytes_copied", c_bytes_copied }, { "set_data", c_set_data },
@@ -704,8 +675,7 @@ int dplua_open_core(lua_State *L)
     lua_insert(L, -2);
     lua_setfield(L, -2, "Tensor");
     luaL_setfuncs(L, torch_functions, 0);
-    luaL_setfuncs(L, lt_shape_functions, 0);
-    luaL_setfuncs(L, lt_math_functions, 0);
+    lt_set_functions(L);
     luaL_newlib(L, cuda_functions);
     lua_setfield(L, -2, "cuda");
     luaL_newlib(L, cpu_functions);

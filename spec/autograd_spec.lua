@@ -5,16 +5,7 @@ local torch = require 'torch'
 local nn = require 'nn'
 local autograd = require 'torch.autograd'
 local F = nn.functional
-
-local function expect_error(fn, ...)
-  local ok, err = pcall(fn)
-  assert(not ok, 'expected an error')
-  err = tostring(err)
-  for _, s in ipairs { ... } do
-    assert(err:find(s, 1, true), ('error %q does not mention %q'):format(err, s))
-  end
-  return err
-end
+local expect_error = dofile('spec/helpers/check.lua').expect_error
 
 -- A float64 leaf that requires grad: random normal values, or the given ones.
 local function leaf(sizes_or_values, shift)

@@ -1,11 +1,6 @@
 -- torch.class (Torch7's classes) and torch.Size.
 local torch = require 'torch'
-
-local function err(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok, 'expected an error')
-  return tostring(e)
-end
+local err = dofile('spec/helpers/check.lua').err
 
 describe('torch.class', function()
   it('constructs with __init and returns the parent', function()

@@ -1,10 +1,7 @@
 -- cli_spec.lua: the `dplua` program: scripts and their arguments, exit status and error
 -- format, -e -l -v -i - -- -E, LUA_INIT, the REPL on a pipe and (under tmux) on a terminal.
-local build = os.getenv('DPLUA_BUILD') or 'build'
-local BIN = build .. '/dplua'
-
 local shell = dofile('spec/helpers/shell.lua')
-local q = shell.q
+local BIN, q = shell.bin, shell.q
 local slurp, write = shell.slurp, shell.write
 
 local tmpfiles = {}

@@ -3,27 +3,16 @@
 -- must not grow, error positions, autograd node names and the embedding API.  Expected
 -- values are hand-computed or were printed by PyTorch 1.13.
 local torch = require 'torch'
-local build = os.getenv('DPLUA_BUILD') or 'build'
-local BIN = build .. '/dplua'
-
 local shell = dofile('spec/helpers/shell.lua')
+local check = dofile('spec/helpers/check.lua')
 local D = dofile('spec/helpers/device.lua')
-local q = shell.q
+local build, BIN, q = shell.build, shell.bin, shell.q
+local err, assert_contains = check.err, check.assert_contains
 local slurp, write, run = shell.slurp, shell.write, shell.run
 
 local function script(src)
   local p = os.tmpname() .. '.lua'
   return write(p, src)
-end
-
-local function err(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok, 'expected an error')
-  return tostring(e)
-end
-
-local function assert_contains(s, part)
-  assert.is_truthy(s:find(part, 1, true), ('%q does not contain %q'):format(s, part))
 end
 
 -- Under the sanitizer build (ASAN=1) the runtime is preloaded into every child, which

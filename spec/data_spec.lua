@@ -5,16 +5,7 @@ local torch = require 'torch'
 local data = require 'torch.data'
 
 local LUA = os.getenv('LUA') or 'lua5.4'
-
-local function expect_error(fn, ...)
-  local ok, err = pcall(fn)
-  assert(not ok, 'expected an error')
-  err = tostring(err)
-  for _, s in ipairs { ... } do
-    assert(err:find(s, 1, true), ('error %q does not mention %q'):format(err, s))
-  end
-  return err
-end
+local expect_error = dofile('spec/helpers/check.lua').expect_error
 
 local function shape_of(t)
   local s = {}

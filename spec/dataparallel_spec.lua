@@ -11,7 +11,7 @@ local optim = require 'optim'
 local NDEV = 8
 local in_process = pcall(torch.cpu.set_device_count, NDEV) or torch.cpu.device_count() >= NDEV
 
-local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local sh_quote = dofile('spec/helpers/shell.lua').q
 
 -- Runs this file again in a child busted (same interpreter and CPATH) with NDEV CPU
 -- devices and the environment `env`; asserts that at least `min_passed` checks passed and

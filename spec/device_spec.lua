@@ -2,28 +2,12 @@
 -- cross-device errors.  The device count is fixed once the first tensor exists, so the
 -- multi-device checks run in a child lua5.4 with DPLUA_CPU_DEVICES set.
 local torch = require 'torch'
-
-local function err(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok, 'expected an error')
-  return tostring(e)
-end
-
-local function assert_contains(s, part)
-  assert.is_truthy(s:find(part, 1, true), ('%q does not contain %q'):format(s, part))
-end
+local check = dofile('spec/helpers/check.lua')
+local err, assert_contains = check.err, check.assert_contains
 
 -- runs Lua code in a fresh lua5.4 (same LUA_CPATH) and returns its output and exit status
 local function run_child(code, env)
-  local path = os.tmpname()
-  local f = assert(io.open(path, 'w'))
-  f:write("local torch = require 'torch'\n", code)
-  f:close()
-  local p = io.popen((env or '') .. ' lua5.4 ' .. path .. ' 2>&1')
-  local out = p:read('a')
-  local _, _, status = p:close()
-  os.remove(path)
-  return out, status
+  return check.run_child("local torch = require 'torch'\n" .. code, env)
 end
 
 describe('torch.device', function()

@@ -1,10 +1,8 @@
 -- embed_spec.lua: the embedding examples (examples/embed/host.c and threads.c), built by
 -- `make` against libdplua.a: their output and exit status.
-local build = os.getenv('DPLUA_BUILD') or 'build'
-local HOST = build .. '/examples/embed/host'
-local THREADS = build .. '/examples/embed/threads'
-
 local shell = dofile('spec/helpers/shell.lua')
+local HOST = shell.build .. '/examples/embed/host'
+local THREADS = shell.build .. '/examples/embed/threads'
 local q = shell.q
 local slurp, run = shell.slurp, shell.run
 

@@ -1,9 +1,7 @@
 -- The examples under examples/, run through the dplua program: the notes' program prints
 -- exactly the per-replica and outside sizes for one, two and three devices.
-local build = os.getenv('DPLUA_BUILD') or 'build'
-local dplua = build .. '/dplua'
-
-local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local shell = dofile('spec/helpers/shell.lua')
+local dplua, sh_quote = shell.bin, shell.q
 
 -- Runs `dplua file args` with env prefix; returns stdout+stderr and whether it exited 0.
 local function run(env, file, args)

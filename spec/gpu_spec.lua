@@ -4,24 +4,15 @@
 -- backend library finds no driver); the GPU checks are marked pending.  With a GPU: each
 -- spec/gpu/*.lua script runs under the dplua binary and must report no failure.
 local torch = require 'torch'
-
-local build = os.getenv('DPLUA_BUILD') or 'build'
-local BIN = build .. '/dplua'
+local shell = dofile('spec/helpers/shell.lua')
+local check = dofile('spec/helpers/check.lua')
+local build, BIN = shell.build, shell.bin
+local err, assert_contains = check.err, check.assert_contains
 
 local function exists(path)
   local f = io.open(path, 'rb')
   if f then f:close() end
   return f ~= nil
-end
-
-local function err(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok, 'expected an error')
-  return tostring(e)
-end
-
-local function assert_contains(s, part)
-  assert.is_truthy(s:find(part, 1, true), ('%q does not contain %q'):format(s, part))
 end
 
 -- Runs a dplua script; returns its output and whether it exited with 0.

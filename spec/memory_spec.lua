@@ -2,18 +2,7 @@
 -- large tensors runs in bounded memory without collectgarbage(); <close> frees at once.
 -- Peak memory (VmHWM) is measured in a child lua5.4 so this process doesn't skew it.
 local torch = require 'torch'
-
-local function run_child(code)
-  local path = os.tmpname()
-  local f = assert(io.open(path, 'w'))
-  f:write(code)
-  f:close()
-  local p = io.popen('lua5.4 ' .. path .. ' 2>&1')
-  local out = p:read('a')
-  local _, _, status = p:close()
-  os.remove(path)
-  return out, status
-end
+local run_child = dofile('spec/helpers/check.lua').run_child
 
 describe('tensor memory', function()
   it('stays bounded in a loop that drops 4 MB tensors (no collectgarbage)', function()

@@ -2,17 +2,7 @@
 -- against hand-computed values and PyTorch 1.13's numbers for the same inputs.
 local torch = require 'torch'
 local nn = require 'nn'
-
--- Runs fn, which must fail with a message containing every one of the strings.
-local function expect_error(fn, ...)
-  local ok, err = pcall(fn)
-  assert(not ok, 'expected an error')
-  err = tostring(err)
-  for _, s in ipairs { ... } do
-    assert(err:find(s, 1, true), ('error %q does not mention %q'):format(err, s))
-  end
-  return err
-end
+local expect_error = dofile('spec/helpers/check.lua').expect_error
 
 local function close(a, b, tol)
   tol = tol or 1e-6

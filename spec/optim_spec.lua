@@ -4,15 +4,7 @@
 local torch = require 'torch'
 local nn = require 'nn'
 local optim = require 'optim'
-
-local function expect_error(fn, ...)
-  local ok, err = pcall(fn)
-  assert(not ok, 'expected an error')
-  err = tostring(err)
-  for _, s in ipairs { ... } do
-    assert(err:find(s, 1, true), ('error %q does not mention %q'):format(err, s))
-  end
-end
+local expect_error = dofile('spec/helpers/check.lua').expect_error
 
 local function close(t, expected, tol)
   local got = t:detach():double():tolist()

@@ -3,16 +3,8 @@
 -- values are hand-computed, come from naive Lua references, or were printed by PyTorch 1.13.
 local torch = require 'torch'
 local D = dofile('spec/helpers/device.lua')
-
-local function err(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok, 'expected an error')
-  return tostring(e)
-end
-
-local function assert_contains(s, part)
-  assert.is_truthy(s:find(part, 1, true), ('%q does not contain %q'):format(s, part))
-end
+local check = dofile('spec/helpers/check.lua')
+local err, assert_contains = check.err, check.assert_contains
 
 local function assert_near(expected, got, tol)
   tol = tol or 1e-5

@@ -1,6 +1,11 @@
--- spec/helpers/shell.lua: what the specs that run programs share (quoting, files, running
--- a command with its output captured).  Load with dofile('spec/helpers/shell.lua').
+-- spec/helpers/shell.lua: what the specs that run programs share (where the build is,
+-- quoting, files, running a command with its output captured).
+-- Load with dofile('spec/helpers/shell.lua').
 local M = {}
+
+-- the build the specs check (spec/run sets DPLUA_BUILD) and its dplua program
+M.build = os.getenv('DPLUA_BUILD') or 'build'
+M.bin = M.build .. '/dplua'
 
 -- s quoted for the shell
 function M.q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
