@@ -13,6 +13,22 @@ local fixtures = dofile(here .. '/fixtures/op_sweep.lua')
 local RTOL = { float32 = 1e-5, float64 = 1e-12 }
 local POSITIVE = { log = true, sqrt = true, pow = true }   -- as make_op_sweep.py
 
+-- Where PyTorch raises and dplua computes a result by design: such a case is reported as
+-- pending with the reason (so every run counts it) rather than passed or failed.  Each
+-- entry takes the case's input dtypes and its fixture entry.  Anything else that differs
+-- from PyTorch fails.
+local function has_bool(dts) for _, d in ipairs(dts) do if d == 'bool' then return true end end return false end
+local ACCEPTED = {
+  abs = { 'abs of a bool tensor computes as int64', function(d) return d[1] == 'bool' end },
+  relu = { 'relu of a bool tensor computes as int64', function(d) return d[1] == 'bool' end },
+  pow = { 'pow of two bool tensors computes as int64', function(d) return d[1] == 'bool' and d[2] == 'bool' end },
+  argmax = { 'argmax of a bool tensor (PyTorch has no CPU kernel for it)', function(d) return d[1] == 'bool' end },
+  argmin = { 'argmin of a bool tensor (PyTorch has no CPU kernel for it)', function(d) return d[1] == 'bool' end },
+  -- only two bool operands are refused; sub(bool, bool, alpha) is not covered (it should raise)
+  sub = { 'sub with one bool operand computes as the other dtype',
+    function(d, case) return has_bool(d) and not (d[1] == 'bool' and d[2] == 'bool') end },
+}
+
 -- An input as the fixture describes it, on the default device.
 local function build(spec)
   local t = torch.tensor(spec.values, { dtype = spec.dtype }):reshape(spec.shape)
@@ -76,6 +92,14 @@ local function run_case(row, case, method)
   local results = table.pack(pcall(call, row, case, inputs, method))
   local what = ('%s %s'):format(row.name, case.name)
   if case.error then
+    if results[1] then
+      local accepted, dtypes = ACCEPTED[row.name], {}
+      for i, spec in ipairs(case.inputs) do dtypes[i] = spec.dtype end
+      if accepted and accepted[2](dtypes, case) then
+        pending(('%s: PyTorch raises "%s"; dplua accepts it: %s'):format(what, case.error, accepted[1]))
+        return
+      end
+    end
     assert(not results[1], ('%s: PyTorch raises "%s", dplua returned %s'):format(what, case.error,
       tostring(results[2])))
     return
