@@ -42,6 +42,12 @@ local function shape_str(s)
   return '{' .. table.concat(parts, ',') .. '}'
 end
 
+local function list_str(values)
+  local s = {}
+  for i, v in ipairs(values) do s[i] = tostring(v) end
+  return table.concat(s, ' ')
+end
+
 local function same_value(got, expected, rtol)
   if type(expected) == 'boolean' or math.type(expected) == 'integer' or not rtol then
     return got == expected
@@ -60,11 +66,9 @@ local function check_output(what, got, expected)
   local values = got:reshape(-1):tolist()
   local rtol = RTOL[expected.dtype]
   for i, e in ipairs(expected.values) do
-    local g = values[i]
-    if not same_value(g, e, rtol) then
-      error(('%s: element %d is %s, PyTorch gives %s\n  got      %s\n  expected %s'):format(what, i, tostring(g),
-        tostring(e), table.concat((function() local s = {} for k, v in ipairs(values) do s[k] = tostring(v) end return s end)(), ' '),
-        table.concat((function() local s = {} for k, v in ipairs(expected.values) do s[k] = tostring(v) end return s end)(), ' ')), 0)
+    if not same_value(values[i], e, rtol) then
+      error(('%s: element %d is %s, PyTorch gives %s\n  got      %s\n  expected %s'):format(what, i,
+        tostring(values[i]), tostring(e), list_str(values), list_str(expected.values)), 0)
     end
   end
 end
