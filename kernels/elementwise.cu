@@ -24,6 +24,7 @@ template <> struct is_float_type<double> { static const bool value = true; };
  * so they are not instantiated for integers. */
 #define ROW_FLOAT_ONLY_FLOAT true
 #define ROW_FLOAT_ONLY_KEEP false
+#define ROW_FLOAT_ONLY_SAME false
 #define ROW_FLOAT_ONLY_NOBOOL false
 template <typename T> __device__ __forceinline__ T unary_op(int op, T x, double p0, double p1)
 {

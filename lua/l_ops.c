@@ -8,17 +8,6 @@
 
 /* ------------------------------------------------------------------ binary */
 
-/* PyTorch's promotion with a Lua number: an integer or bool tensor meets a float number
- * as float32, a bool tensor meets an integer as int64 (comparisons keep bool). */
-static dp_dtype scalar_promotion(lua_State *L, int arg, dp_tensor *t, dp_binary_op op)
-{
-    if (dp_dtype_is_float(t->dtype) || lua_isboolean(L, arg))
-        return t->dtype;
-    if (!lua_isinteger(L, arg))
-        return DP_FLOAT32;
-    return t->dtype == DP_BOOL && op < DP_EQ ? DP_INT64 : t->dtype;
-}
-
 /* a op b for any mix of tensors and numbers; the tensor operands sit at ia and ib. */
 static int binary(lua_State *L, dp_binary_op op, int ia, int ib)
 {
@@ -32,16 +21,8 @@ static int binary(lua_State *L, dp_binary_op op, int ia, int ib)
     dp_tensor *t = a ? a : b;
     int sarg = a ? ib : ia;
     double s = lt_checkscalar(L, sarg);
-    dp_dtype dt = scalar_promotion(L, sarg, t, op);
     dp_tensor **slot = lt_newslot(L);
-    if (dt == t->dtype)
-        return lt_done(L, *slot = dp_binary_scalar(op, t, s, b != NULL));
-    dp_tensor *tc = dp_to(t, t->device, dt, false);
-    if (!tc)
-        return lt_raise(L);
-    *slot = dp_binary_scalar(op, tc, s, b != NULL);
-    dp_tensor_release(tc);
-    return lt_done(L, *slot);
+    return lt_done(L, *slot = dp_binary_scalar(op, t, s, b != NULL));   /* the engine promotes */
 }
 
 /* add/sub take an optional alpha: a + alpha * b */
@@ -49,9 +30,14 @@ static int add_sub(lua_State *L, dp_binary_op op)
 {
     if (lua_isnoneornil(L, 3) || lua_tonumber(L, 3) == 1)
         return binary(L, op, 1, 2);
-    double alpha = luaL_checknumber(L, 3);
-    lua_settop(L, 2);
-    lua_pushnumber(L, alpha);
+    luaL_checknumber(L, 3);
+    dp_tensor *a = lt_test(L, 1), *b = lt_test(L, 2);
+    /* two bool tensors: a nonzero alpha is true, and a + true * b is a or b */
+    if (op == DP_ADD && a && b && a->dtype == DP_BOOL && b->dtype == DP_BOOL && lua_tonumber(L, 3) != 0)
+        return binary(L, op, 1, 2);
+    if (op == DP_SUB && ((a && a->dtype == DP_BOOL) || (b && b->dtype == DP_BOOL)))
+        return binary(L, op, 1, 2);   /* the engine refuses it, with PyTorch's message */
+    lua_settop(L, 3);              /* alpha keeps its kind: an integer alpha keeps integers integral */
     binary(L, DP_MUL, 2, 3);       /* alpha * b at 4 */
     return binary(L, op, 1, 4);
 }

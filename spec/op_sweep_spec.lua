@@ -17,16 +17,9 @@ local POSITIVE = { log = true, sqrt = true, pow = true }   -- as make_op_sweep.p
 -- pending with the reason (so every run counts it) rather than passed or failed.  Each
 -- entry takes the case's input dtypes and its fixture entry.  Anything else that differs
 -- from PyTorch fails.
-local function has_bool(dts) for _, d in ipairs(dts) do if d == 'bool' then return true end end return false end
 local ACCEPTED = {
-  abs = { 'abs of a bool tensor computes as int64', function(d) return d[1] == 'bool' end },
-  relu = { 'relu of a bool tensor computes as int64', function(d) return d[1] == 'bool' end },
-  pow = { 'pow of two bool tensors computes as int64', function(d) return d[1] == 'bool' and d[2] == 'bool' end },
   argmax = { 'argmax of a bool tensor (PyTorch has no CPU kernel for it)', function(d) return d[1] == 'bool' end },
   argmin = { 'argmin of a bool tensor (PyTorch has no CPU kernel for it)', function(d) return d[1] == 'bool' end },
-  -- only two bool operands are refused; sub(bool, bool, alpha) is not covered (it should raise)
-  sub = { 'sub with one bool operand computes as the other dtype',
-    function(d, case) return has_bool(d) and not (d[1] == 'bool' and d[2] == 'bool') end },
 }
 
 -- An input as the fixture describes it, on the default device.

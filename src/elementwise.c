@@ -114,9 +114,13 @@ const dp_op_info *dp_op_find(dp_op_family family, int op)
 static bool is_comparison(dp_binary_op op) { return !strcmp(op_table[DP_NUNARY + op].rule, "CMP"); }
 
 /* The facts the dispatch needs, as flags, from the same rows. */
-enum { RULE_FLOAT = 1, RULE_NOBOOL = 2, SAVES_IN = 4, SAVES_OUT = 8, SAVES_BOTH = 16, BOOLS_KEEP = 32, BOOLS_NONE = 64 };
+enum {
+    RULE_FLOAT = 1, RULE_NOBOOL = 2, RULE_SAME = 4, SAVES_IN = 8, SAVES_OUT = 16, SAVES_BOTH = 32,
+    BOOLS_KEEP = 64, BOOLS_NONE = 128, BOOLS_NOBOOL = 256,
+};
 #define FLAG_RULE_FLOAT RULE_FLOAT
 #define FLAG_RULE_KEEP 0
+#define FLAG_RULE_SAME RULE_SAME
 #define FLAG_RULE_NOBOOL RULE_NOBOOL
 #define FLAG_SAVE_NONE 0
 #define FLAG_SAVE_IN SAVES_IN
@@ -125,11 +129,12 @@ enum { RULE_FLOAT = 1, RULE_NOBOOL = 2, SAVES_IN = 4, SAVES_OUT = 8, SAVES_BOTH 
 #define FLAG_BOOLS_KEEP BOOLS_KEEP
 #define FLAG_BOOLS_INT 0
 #define FLAG_BOOLS_NONE BOOLS_NONE
-static const unsigned char unary_flags[DP_NUNARY] = {
+#define FLAG_BOOLS_NOBOOL BOOLS_NOBOOL
+static const unsigned short unary_flags[DP_NUNARY] = {
 #define DP_UNARY_OP(NAME, lua, BIND, node, RULE, SAVE, formula) [DP_##NAME] = FLAG_RULE_##RULE | FLAG_SAVE_##SAVE,
 #include "ops.def"
 };
-static const unsigned char binary_flags[DP_NBINARY] = {
+static const unsigned short binary_flags[DP_NBINARY] = {
 #define DP_BINARY_OP(NAME, lua, BIND, node, KIND, BOOLS, SAVE, formula) [DP_##NAME] = FLAG_BOOLS_##BOOLS | FLAG_SAVE_##SAVE,
 #include "ops.def"
 };
@@ -152,12 +157,21 @@ static dp_tensor *record_binary(dp_tensor *out, dp_binary_op op, dp_tensor *a, d
     return out;
 }
 
+/* Refuses bool operands where the op's row says so (da, db: the operands' dtypes). */
+static int check_bools(dp_binary_op op, dp_dtype da, dp_dtype db)
+{
+    unsigned f = binary_flags[op];
+    if ((f & BOOLS_NOBOOL) && (da == DP_BOOL || db == DP_BOOL))
+        return dp_error("%s with a bool tensor is not supported; if you are trying to invert a mask, use the '~' or "
+                        "logical_not() operator instead", op == DP_SUB ? "subtraction, the '-' operator," : op_table[DP_NUNARY + op].name);
+    if ((f & BOOLS_NONE) && da == DP_BOOL && db == DP_BOOL)
+        return dp_error("%s of two bool tensors is not supported", op_table[DP_NUNARY + op].name);
+    return 0;
+}
+
 /* The compute dtype of a binary op whose operands promote to ct; -1 with the message set. */
 static int compute_dtype(dp_binary_op op, dp_dtype ct, dp_dtype *out)
 {
-    if (ct == DP_BOOL && (binary_flags[op] & BOOLS_NONE))
-        return dp_error("%s with two bool tensors is not supported; use the '~' or logical_xor() operator instead",
-                        op == DP_SUB ? "subtraction, the '-' operator," : op_table[DP_NUNARY + op].name);
     /* bool + bool is a logical or, bool * bool a logical and, as in PyTorch */
     if (ct == DP_BOOL && !(binary_flags[op] & BOOLS_KEEP)) ct = DP_INT64;
     if (op == DP_DIV && !dp_dtype_is_float(ct)) ct = DP_FLOAT32;
@@ -190,7 +204,7 @@ dp_tensor *dp_binary(dp_binary_op op, dp_tensor *a, dp_tensor *b)
     int64_t sizes[DP_MAX_DIMS];
     dp_dtype ct = DP_FLOAT32;
     if (dp_broadcast_shape(a->ndim, a->sizes, b->ndim, b->sizes, &nd, sizes)) goto done;
-    if (compute_dtype(op, promote_tensors(a, b), &ct)) goto done;
+    if (check_bools(op, a->dtype, b->dtype) || compute_dtype(op, promote_tensors(a, b), &ct)) goto done;
     ac = dp_to(a, a->device, ct, false);
     bc = ac ? dp_to(b, b->device, ct, false) : NULL;
     if (!bc) goto done;
@@ -211,6 +225,7 @@ done:
 dp_tensor *dp_binary_scalar(dp_binary_op op, dp_tensor *a, double s, bool reverse)
 {
     if ((unsigned)op >= DP_NBINARY) { dp_error("invalid binary op %d", (int)op); return NULL; }
+    if (check_bools(op, a->dtype, DP_INT64)) return NULL;
     dp_dtype ct = a->dtype;
     bool s_int = s == floor(s) && fabs(s) < 9.2e18;
     if (!dp_dtype_is_float(ct) && !s_int) ct = DP_FLOAT32;
@@ -270,6 +285,11 @@ dp_tensor *dp_unary(dp_unary_op op, dp_tensor *a, double p0, double p1)
     if (out && dp_numel(out)) {
         dp_view o = dp_view_of(out), v = dp_view_of(ac);
         if (dp_backend_for(a->device)->unary(op, &o, &v, p0, p1)) { dp_tensor_release(out); out = NULL; }
+    }
+    if (out && (unary_flags[op] & RULE_SAME) && a->dtype == DP_BOOL) {   /* computed as int64 */
+        dp_tensor *b = NO_GRAD(dp_to(out, out->device, DP_BOOL, false));
+        dp_tensor_release(out);
+        out = b;
     }
     const char *node_name = op_table[op].node;
     if (out && node_name && dp_needs_grad(1, &ac)) {
