@@ -171,6 +171,7 @@ int dp_unary_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
     case DP_RELU: r = MUL(g, un(s, DP_RELU_MASK, y)); break;
     case DP_SIGMOID: r = MUL(g, MUL(y, RSUB(1, y))); break;
     case DP_TANH: r = MUL(g, RSUB(1, MUL(y, y))); break;
+    case DP_ERF: r = MUL(g, MULS(EXP(NEG(MUL(x, x))), 1.1283791670955126)); break;   /* 2/sqrt(pi) e^(-x^2) */
     case DP_SIGN: r = ZEROS(g); break;
     case DP_CLAMP: r = MUL(g, clamp_mask(s, x, n->p[0], n->p[1])); break;
     default:
