@@ -25,6 +25,7 @@ template <> struct is_float_type<double> { static const bool value = true; };
 #define ROW_FLOAT_ONLY_FLOAT true
 #define ROW_FLOAT_ONLY_KEEP false
 #define ROW_FLOAT_ONLY_SAME false
+#define ROW_FLOAT_ONLY_FLOATONLY true
 #define ROW_FLOAT_ONLY_NOBOOL false
 template <typename T> __device__ __forceinline__ T unary_op(int op, T x, double p0, double p1)
 {
@@ -39,13 +40,17 @@ template <typename T> __device__ __forceinline__ T unary_op(int op, T x, double 
 }
 
 #define ROW_IS_CMP_ARITH false
+#define ROW_IS_CMP_FLOAT false
+#define ROW_IS_CMP_FLOATONLY false
 #define ROW_IS_CMP_CMP true
+#define ROW_FLOAT_ONLY_ARITH false
+#define ROW_FLOAT_ONLY_CMP false
 template <typename T> __device__ __forceinline__ T binary_op(int op, T x, T y)
 {
     switch (op) {
 #define DP_BINARY_OP(NAME, lua, BIND, node, KIND, BOOLS, SAVE, formula) \
     case DP_##NAME: \
-        if constexpr (ROW_IS_CMP_##KIND) return x; \
+        if constexpr (ROW_IS_CMP_##KIND || (ROW_FLOAT_ONLY_##KIND && !is_float_type<T>::value)) return x; \
         else return (T)(formula);
 #include "../src/ops.def"
     default: return x;   /* dp_cuda_binary checked the op */

@@ -80,10 +80,33 @@ static void clamp_bounds(lua_State *L, double *lo, double *hi)
     *hi = lua_isnoneornil(L, ihi) ? NAN : luaL_checknumber(L, ihi);
 }
 
+/* clamp with tensor bounds (either may be a number or nil): min(max(t, lo), hi), broadcast */
+static int clamp_tensors(lua_State *L)
+{
+    dp_tensor *cur = lt_check(L, 1);
+    lua_settop(L, 3);
+    if (lua_isnil(L, 2) && lua_isnil(L, 3))
+        return luaL_error(L, "clamp: at least one of min and max must be given");
+    for (int k = 0; k < 2; k++) {
+        int arg = 2 + k;
+        if (lua_isnil(L, arg)) continue;
+        dp_tensor *bound = lt_test(L, arg);
+        double v = bound ? 0 : luaL_checknumber(L, arg);
+        dp_tensor **slot = lt_newslot(L);
+        *slot = bound ? dp_binary(k ? DP_MINIMUM : DP_MAXIMUM, cur, bound)
+                      : dp_unary(DP_CLAMP, cur, k ? NAN : v, k ? v : NAN);
+        lt_done(L, *slot);
+        cur = *slot;
+    }
+    return 1;
+}
+
 static int o_clamp(lua_State *L)
 {
     double lo, hi;
     lt_check(L, 1);
+    if (lt_test(L, 2) || lt_test(L, 3))
+        return clamp_tensors(L);
     clamp_bounds(L, &lo, &hi);
     return unary(L, DP_CLAMP, lo, hi);
 }

@@ -25,11 +25,15 @@ HOT static void CPU_FN(binary, SUFFIX)(void *c, int64_t n, char **p, const int64
 {
     switch ((dp_binary_op)((const ew_ctx *)c)->op) {
 #define CPU_OUT_ARITH T
+#define CPU_OUT_FLOAT T
+#define CPU_OUT_FLOATONLY T
 #define CPU_OUT_CMP bool
 #define DP_BINARY_OP(NAME, lua, BIND, node, KIND, BOOLS, SAVE, formula) \
     case DP_##NAME: LOOP3(CPU_OUT_##KIND, T, formula); break;
 #include "ops.def"
 #undef CPU_OUT_ARITH
+#undef CPU_OUT_FLOAT
+#undef CPU_OUT_FLOATONLY
 #undef CPU_OUT_CMP
     default: break;   /* cpu_binary checked the op */
     }

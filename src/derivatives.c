@@ -72,6 +72,14 @@ static dp_tensor *as(scope *s, dp_tensor *a, const dp_tensor *like)
 #define EXP(a) un(s, DP_EXP, a)
 #define LOG(a) un(s, DP_LOG, a)
 #define SIGN(a) un(s, DP_SIGN, a)
+#define SQRT(a) un(s, DP_SQRT, a)
+#define SIN(a) un(s, DP_SIN, a)
+#define COS(a) un(s, DP_COS, a)
+#define SINH(a) un(s, DP_SINH, a)
+#define COSH(a) un(s, DP_COSH, a)
+#define TRUNC(a) un(s, DP_TRUNC, a)
+#define FLOOR(a) un(s, DP_FLOOR, a)
+#define RDIV(v, a) bin_s(s, DP_DIV, a, v, true)          /* v / a */
 #define AS(mask, like) as(s, mask, like)
 #define ZEROS(like) own(s, dp_zeros((like)->ndim, (like)->sizes, (like)->dtype, (like)->device))
 
@@ -110,6 +118,18 @@ int dp_binary_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
         break;
     case DP_MAXIMUM: GRADS(MUL(g, win_share(s, GT(a, b), EQ(a, b), g)), MUL(g, win_share(s, LT(a, b), EQ(a, b), g))); break;
     case DP_MINIMUM: GRADS(MUL(g, win_share(s, LT(a, b), EQ(a, b), g)), MUL(g, win_share(s, GT(a, b), EQ(a, b), g))); break;
+    case DP_ATAN2: {   /* d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2) */
+        dp_tensor *q = ADD(MUL(a, a), MUL(b, b));
+        GRADS(MUL(g, DIV(b, q)), NEG(MUL(g, DIV(a, q))));
+        break;
+    }
+    case DP_HYPOT: {
+        dp_tensor *h = POWS(ADD(MUL(a, a), MUL(b, b)), 0.5);
+        GRADS(MUL(g, DIV(a, h)), MUL(g, DIV(b, h)));
+        break;
+    }
+    case DP_FMOD: GRADS(g, NEG(MUL(g, TRUNC(DIV(a, b))))); break;
+    case DP_REMAINDER: GRADS(g, NEG(MUL(g, FLOOR(DIV(a, b))))); break;
     default:
         return dp_error("%s is not differentiable", n->name);
     }
@@ -137,6 +157,12 @@ int dp_scalar_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
         r = rev ? MULS(MUL(g, RPOW(v, x)), log(v))                           /* v^x log v */
                 : MULS(MUL(g, v == 2 ? x : POWS(x, v - 1)), v);               /* v x^(v-1) */
         break;
+    case DP_ATAN2:   /* atan2(x, v): v / (x^2 + v^2); atan2(v, x) when reversed: -v / (x^2 + v^2) */
+        r = MULS(DIV(g, ADDS(MUL(x, x), v * v)), rev ? -v : v);
+        break;
+    case DP_HYPOT: r = MUL(g, DIV(x, POWS(ADDS(MUL(x, x), v * v), 0.5))); break;
+    case DP_FMOD: r = rev ? NEG(MUL(g, TRUNC(RDIV(v, x)))) : g; break;
+    case DP_REMAINDER: r = rev ? NEG(MUL(g, FLOOR(RDIV(v, x)))) : g; break;
     case DP_MAXIMUM: r = MUL(g, win_share(s, CMPS(DP_GT, x, v), CMPS(DP_EQ, x, v), g)); break;
     case DP_MINIMUM: r = MUL(g, win_share(s, CMPS(DP_LT, x, v), CMPS(DP_EQ, x, v), g)); break;
     default:
@@ -172,6 +198,28 @@ int dp_unary_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
     case DP_SIGMOID: r = MUL(g, MUL(y, RSUB(1, y))); break;
     case DP_TANH: r = MUL(g, RSUB(1, MUL(y, y))); break;
     case DP_ERF: r = MUL(g, MULS(EXP(NEG(MUL(x, x))), 1.1283791670955126)); break;   /* 2/sqrt(pi) e^(-x^2) */
+    case DP_ERFC: r = MUL(g, MULS(EXP(NEG(MUL(x, x))), -1.1283791670955126)); break;
+    case DP_SIN: r = MUL(g, COS(x)); break;
+    case DP_COS: r = NEG(MUL(g, SIN(x))); break;
+    case DP_TAN: r = MUL(g, ADDS(MUL(y, y), 1)); break;
+    case DP_ASIN: r = DIV(g, SQRT(RSUB(1, MUL(x, x)))); break;
+    case DP_ACOS: r = NEG(DIV(g, SQRT(RSUB(1, MUL(x, x))))); break;
+    case DP_ATAN: r = DIV(g, ADDS(MUL(x, x), 1)); break;
+    case DP_SINH: r = MUL(g, COSH(x)); break;
+    case DP_COSH: r = MUL(g, SINH(x)); break;
+    case DP_ASINH: r = DIV(g, SQRT(ADDS(MUL(x, x), 1))); break;
+    case DP_ACOSH: r = DIV(g, SQRT(ADDS(MUL(x, x), -1))); break;
+    case DP_ATANH: r = DIV(g, RSUB(1, MUL(x, x))); break;
+    case DP_LOG1P: r = DIV(g, ADDS(x, 1)); break;
+    case DP_EXPM1: r = MUL(g, ADDS(y, 1)); break;
+    case DP_LOG2: r = DIV(g, MULS(x, 0.6931471805599453)); break;
+    case DP_LOG10: r = DIV(g, MULS(x, 2.302585092994046)); break;
+    case DP_EXP2: r = MUL(g, MULS(y, 0.6931471805599453)); break;
+    case DP_RECIPROCAL: r = NEG(MUL(g, MUL(y, y))); break;
+    case DP_RSQRT: r = MUL(g, MULS(MUL(y, MUL(y, y)), -0.5)); break;
+    case DP_SQUARE: r = MUL(g, MULS(x, 2)); break;
+    case DP_FLOOR: case DP_CEIL: case DP_ROUND: case DP_TRUNC: r = ZEROS(g); break;
+    case DP_FRAC: r = g; break;
     case DP_SIGN: r = ZEROS(g); break;
     case DP_CLAMP: r = MUL(g, clamp_mask(s, x, n->p[0], n->p[1])); break;
     default:

@@ -111,14 +111,17 @@ const dp_op_info *dp_op_find(dp_op_family family, int op)
     return &op_table[first[family] + op];
 }
 
-static bool is_comparison(dp_binary_op op) { return !strcmp(op_table[DP_NUNARY + op].rule, "CMP"); }
-
 /* The facts the dispatch needs, as flags, from the same rows. */
 enum {
-    RULE_FLOAT = 1, RULE_NOBOOL = 2, RULE_SAME = 4, SAVES_IN = 8, SAVES_OUT = 16, SAVES_BOTH = 32,
-    BOOLS_KEEP = 64, BOOLS_NONE = 128, BOOLS_NOBOOL = 256,
+    RULE_FLOAT = 1, RULE_NOBOOL = 2, RULE_SAME = 4, RULE_FLOATONLY = 8, SAVES_IN = 16, SAVES_OUT = 32, SAVES_BOTH = 64,
+    BOOLS_KEEP = 128, BOOLS_NONE = 256, BOOLS_NOBOOL = 512, KIND_FLOAT = 1024, KIND_FLOATONLY = 2048, KIND_CMP = 4096,
 };
 #define FLAG_RULE_FLOAT RULE_FLOAT
+#define FLAG_RULE_FLOATONLY RULE_FLOATONLY
+#define FLAG_KIND_ARITH 0
+#define FLAG_KIND_FLOAT KIND_FLOAT
+#define FLAG_KIND_FLOATONLY KIND_FLOATONLY
+#define FLAG_KIND_CMP KIND_CMP
 #define FLAG_RULE_KEEP 0
 #define FLAG_RULE_SAME RULE_SAME
 #define FLAG_RULE_NOBOOL RULE_NOBOOL
@@ -135,11 +138,14 @@ static const unsigned short unary_flags[DP_NUNARY] = {
 #include "ops.def"
 };
 static const unsigned short binary_flags[DP_NBINARY] = {
-#define DP_BINARY_OP(NAME, lua, BIND, node, KIND, BOOLS, SAVE, formula) [DP_##NAME] = FLAG_BOOLS_##BOOLS | FLAG_SAVE_##SAVE,
+#define DP_BINARY_OP(NAME, lua, BIND, node, KIND, BOOLS, SAVE, formula) \
+    [DP_##NAME] = FLAG_KIND_##KIND | FLAG_BOOLS_##BOOLS | FLAG_SAVE_##SAVE,
 #include "ops.def"
 };
 
 /* ---------------------------------------------------------------- binary */
+
+static bool is_comparison(dp_binary_op op) { return binary_flags[op] & KIND_CMP; }
 
 static dp_tensor *record_binary(dp_tensor *out, dp_binary_op op, dp_tensor *a, dp_tensor *b)
 {
@@ -174,7 +180,10 @@ static int compute_dtype(dp_binary_op op, dp_dtype ct, dp_dtype *out)
 {
     /* bool + bool is a logical or, bool * bool a logical and, as in PyTorch */
     if (ct == DP_BOOL && !(binary_flags[op] & BOOLS_KEEP)) ct = DP_INT64;
-    if (op == DP_DIV && !dp_dtype_is_float(ct)) ct = DP_FLOAT32;
+    if ((binary_flags[op] & KIND_FLOATONLY) && !dp_dtype_is_float(ct))
+        return dp_error("%s is not implemented for %s operands (convert them to a floating dtype)",
+                        op_table[DP_NUNARY + op].name, dp_dtype_name(ct));
+    if ((binary_flags[op] & KIND_FLOAT) && !dp_dtype_is_float(ct)) ct = DP_FLOAT32;
     *out = ct;
     return 0;
 }
@@ -231,7 +240,7 @@ dp_tensor *dp_binary_scalar(dp_binary_op op, dp_tensor *a, double s, bool revers
     if (!dp_dtype_is_float(ct) && !s_int) ct = DP_FLOAT32;
     /* a bool tensor meets a number as int64: true > -2 compares 1 with -2 */
     if (ct == DP_BOOL) ct = DP_INT64;
-    if (op == DP_DIV && !dp_dtype_is_float(ct)) ct = DP_FLOAT32;
+    if (compute_dtype(op, ct, &ct)) return NULL;
     if (op == DP_POW && ct == DP_INT64 && !reverse && s < 0) {
         dp_error("integers to negative integer powers are not allowed");
         return NULL;
@@ -262,6 +271,9 @@ dp_tensor *dp_binary_scalar(dp_binary_op op, dp_tensor *a, double s, bool revers
 /* The compute dtype of a unary op on dtype dt; -1 with the message set. */
 static int unary_dtype(dp_unary_op op, dp_dtype dt, dp_dtype *out)
 {
+    if ((unary_flags[op] & RULE_FLOATONLY) && !dp_dtype_is_float(dt))
+        return dp_error("%s is not implemented for %s tensors (convert to a floating dtype first)", op_table[op].name,
+                        dp_dtype_name(dt));
     if ((unary_flags[op] & RULE_FLOAT) && !dp_dtype_is_float(dt)) dt = DP_FLOAT32;
     if (dt == DP_BOOL) {
         if (unary_flags[op] & RULE_NOBOOL) {
@@ -336,9 +348,10 @@ int dp_binary_(dp_binary_op op, dp_tensor *self, dp_tensor *other)
         return dp_error("output with shape %s doesn't match the broadcast shape %s", dp_shape_str(self->ndim, self->sizes, a, sizeof a),
                         dp_shape_str(nd, sizes, b, sizeof b));
     }
-    if (!dp_dtype_is_float(self->dtype) && (dp_dtype_is_float(other->dtype) || op == DP_DIV))
+    bool float_result = binary_flags[op] & (KIND_FLOAT | KIND_FLOATONLY);
+    if (!dp_dtype_is_float(self->dtype) && (dp_dtype_is_float(other->dtype) || float_result))
         return dp_error("result type %s can't be cast to the desired output type %s",
-                        dp_dtype_name(op == DP_DIV ? DP_FLOAT32 : other->dtype), dp_dtype_name(self->dtype));
+                        dp_dtype_name(float_result ? DP_FLOAT32 : other->dtype), dp_dtype_name(self->dtype));
     dp_tensor *oc = NO_GRAD(dp_to(other, self->device, self->dtype, false));
     if (!oc) return -1;
     dp_view o = dp_view_of(self), vb = dp_broadcast_view(oc, nd, sizes);
@@ -351,7 +364,7 @@ int dp_binary_(dp_binary_op op, dp_tensor *self, dp_tensor *other)
 int dp_binary_scalar_(dp_binary_op op, dp_tensor *self, double s)
 {
     if (inplace_check(self, op_table[DP_NUNARY + op].name)) return -1;
-    if (!dp_dtype_is_float(self->dtype) && (op == DP_DIV || s != floor(s)))
+    if (!dp_dtype_is_float(self->dtype) && ((binary_flags[op] & (KIND_FLOAT | KIND_FLOATONLY)) || s != floor(s)))
         return dp_error("result type float32 can't be cast to the desired output type %s", dp_dtype_name(self->dtype));
     dp_view o = dp_view_of(self);
     int rc = dp_numel(self) ? dp_backend_for(self->device)->binary_scalar(op, &o, &o, s, false) : 0;

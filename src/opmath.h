@@ -20,11 +20,27 @@
 
 #ifdef __cplusplus
 #include <math.h>
+#endif
+
+#ifdef __cplusplus
 #ifdef __CUDACC__
 #define DP_OPMATH_FN __host__ __device__ __forceinline__
 #else
 #define DP_OPMATH_FN static inline
 #endif
+/* rounding: integers are already whole */
+template <typename T> DP_OPMATH_FN T m_floor(T x) { return x; }
+template <typename T> DP_OPMATH_FN T m_ceil(T x) { return x; }
+template <typename T> DP_OPMATH_FN T m_round(T x) { return x; }
+template <typename T> DP_OPMATH_FN T m_trunc(T x) { return x; }
+DP_OPMATH_FN float m_floor(float x) { return floorf(x); }
+DP_OPMATH_FN double m_floor(double x) { return floor(x); }
+DP_OPMATH_FN float m_ceil(float x) { return ceilf(x); }
+DP_OPMATH_FN double m_ceil(double x) { return ceil(x); }
+DP_OPMATH_FN float m_round(float x) { return rintf(x); }
+DP_OPMATH_FN double m_round(double x) { return rint(x); }
+DP_OPMATH_FN float m_trunc(float x) { return truncf(x); }
+DP_OPMATH_FN double m_trunc(double x) { return trunc(x); }
 template <typename T> DP_OPMATH_FN T m_abs(T x) { return x < 0 ? -x : x; }
 DP_OPMATH_FN float m_abs(float x) { return fabsf(x); }
 DP_OPMATH_FN double m_abs(double x) { return fabs(x); }
@@ -39,6 +55,12 @@ DP_OPMATH_FN double m_pow(double x, double y) { return pow(x, y); }
 #define m_abs(x) _Generic((x), float: fabsf, double: fabs, default: dp_iabs)(x)
 #define m_div(x, y) _Generic((x), float: (x) / (y), double: (x) / (y), default: dp_idiv((x), (y)))
 #define m_pow(x, y) _Generic((x), float: powf, double: pow, default: dp_ipow)((x), (y))
+#define m_floor(x) _Generic((x), float: floorf(x), double: floor(x), default: (x))
+#define m_ceil(x) _Generic((x), float: ceilf(x), double: ceil(x), default: (x))
+#define m_round(x) _Generic((x), float: rintf(x), double: rint(x), default: (x))
+#define m_trunc(x) _Generic((x), float: truncf(x), double: trunc(x), default: (x))
+#define m_fmod(x, y) _Generic((x), float: fmodf, double: fmod, default: dp_ifmod)((x), (y))
+#define m_remainder(x, y) _Generic((x), float: dp_fremf, double: dp_frem, default: dp_irem)((x), (y))
 #endif
 
 /* integers: division by zero gives 0 (PyTorch raises; the engine never divides integers:
@@ -56,8 +78,31 @@ DP_OPMATH_FN int64_t dp_ipow(int64_t x, int64_t y)
     }
     return r;
 }
+/* fmod and Python's remainder (the result takes the divisor's sign); integers by zero give 0 */
+DP_OPMATH_FN int64_t dp_ifmod(int64_t x, int64_t y) { return y ? x % y : 0; }
+DP_OPMATH_FN int64_t dp_irem(int64_t x, int64_t y)
+{
+    int64_t r = y ? x % y : 0;
+    return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
+}
+DP_OPMATH_FN float dp_fremf(float x, float y)
+{
+    float r = fmodf(x, y);
+    return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
+}
+DP_OPMATH_FN double dp_frem(double x, double y)
+{
+    double r = fmod(x, y);
+    return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
+}
 #ifdef __cplusplus
 DP_OPMATH_FN int64_t m_pow(int64_t x, int64_t y) { return dp_ipow(x, y); }
+DP_OPMATH_FN float m_fmod(float x, float y) { return fmodf(x, y); }
+DP_OPMATH_FN double m_fmod(double x, double y) { return fmod(x, y); }
+DP_OPMATH_FN int64_t m_fmod(int64_t x, int64_t y) { return dp_ifmod(x, y); }
+DP_OPMATH_FN float m_remainder(float x, float y) { return dp_fremf(x, y); }
+DP_OPMATH_FN double m_remainder(double x, double y) { return dp_frem(x, y); }
+DP_OPMATH_FN int64_t m_remainder(int64_t x, int64_t y) { return dp_irem(x, y); }
 #endif
 
 #endif
