@@ -40,10 +40,10 @@ bool dp_dist_has_mpi(void) {
 enum { NOTICE_TAG = 77, NOTICE_DESTROYED = 1, NOTICE_EXITED = 2 };
 
 /* What a rank last said about leaving: its group's generation and the number of
- * collectives it took part in there. */
+ * collective calls it took part in there. */
 typedef struct {
     int64_t kind;              /* 0 (nothing heard), NOTICE_DESTROYED or NOTICE_EXITED */
-    int64_t generation, ops;
+    int64_t generation, calls;
     int64_t in_group;          /* exited without destroy_process_group */
 } peer_notice;
 
@@ -65,7 +65,7 @@ static struct {
     MPI_Comm exit_comm;        /* the exit handshake */
     MPI_Comm notice_comm;      /* notices of ranks that leave */
     int64_t generation;        /* of the group, counted alike on every rank */
-    int64_t ops;               /* collectives started on comm in this group */
+    int64_t calls;             /* collective calls made in this group (each its MPI operations) */
     peer_notice *peers;        /* world_size entries */
     notice_send *sends;
 } mpi;
@@ -92,7 +92,7 @@ static void notice_send_all(int64_t kind) {
         if (!s) return;
         s->msg[0] = kind;
         s->msg[1] = mpi.generation;
-        s->msg[2] = mpi.ops;
+        s->msg[2] = mpi.calls;
         s->msg[3] = mpi.in_group;
         if (MPI_Isend(s->msg, 4, MPI_INT64_T, p, NOTICE_TAG, mpi.notice_comm, &s->req) != MPI_SUCCESS) {
             free(s);
@@ -105,7 +105,7 @@ static void notice_send_all(int64_t kind) {
 
 static void notice_store(int from, const int64_t *msg) {
     if (from < 0 || from >= mpi.world_size) return;
-    mpi.peers[from] = (peer_notice){ .kind = msg[0], .generation = msg[1], .ops = msg[2], .in_group = msg[3] };
+    mpi.peers[from] = (peer_notice){ .kind = msg[0], .generation = msg[1], .calls = msg[2], .in_group = msg[3] };
 }
 
 /* Reads the notices that have arrived. */
@@ -121,12 +121,13 @@ static void notice_poll(void) {
     }
 }
 
-/* The first rank that left and cannot take part in collective number op of this group, or -1. */
-static int notice_gone(int64_t op) {
+/* The first rank that left and cannot take part in collective call number `call` of this
+ * group, or -1.  Counting calls, not MPI operations, keeps the numbers those of the program. */
+static int notice_gone(int64_t call) {
     for (int p = 0; p < mpi.world_size; p++) {
         const peer_notice *n = &mpi.peers[p];
         if (n->kind == 0) continue;
-        if ((n->generation == mpi.generation && n->ops < op) ||
+        if ((n->generation == mpi.generation && n->calls < call) ||
             (n->kind == NOTICE_EXITED && n->generation < mpi.generation))
             return p;
     }
@@ -135,28 +136,28 @@ static int notice_gone(int64_t op) {
 
 /* The message for a collective that can never complete because rank p left; marks the group
  * broken, since the collective stays started on this rank. */
-static int peer_gone(int p, int64_t op, const char *where) {
+static int peer_gone(int p, int64_t call, const char *where) {
     const peer_notice *n = &mpi.peers[p];
     char how[160];
     if (n->generation < mpi.generation)
         snprintf(how, sizeof how, "exited before joining this process group");
     else
-        snprintf(how, sizeof how, "%s after taking part in %lld collective%s of this group",
+        snprintf(how, sizeof how, "%s after %lld collective call%s in this group",
                  n->kind == NOTICE_DESTROYED ? "called destroy_process_group"
                  : n->in_group ? "exited" : "called destroy_process_group and exited",
-                 (long long)n->ops, n->ops == 1 ? "" : "s");
+                 (long long)n->calls, n->calls == 1 ? "" : "s");
     char msg[480];
-    snprintf(msg, sizeof msg, "rank %d %s, while rank %d waits for it in collective %lld, %s "
+    snprintf(msg, sizeof msg, "rank %d %s, while rank %d waits for it in call %lld, %s "
              "(every rank must make the same collective calls; a rank that finishes early leaves "
-             "the others waiting)", p, how, mpi.world_rank, (long long)op, where);
+             "the others waiting)", p, how, mpi.world_rank, (long long)call, where);
     dp_dist_mark_broken(msg);
     return dp_error("torch.distributed: %s", msg);
 }
 
-/* Waits for collective number op of the group by polling, reading notices of ranks that
+/* Waits for an operation of collective call number `call` of the group by polling, reading notices of ranks that
  * leave every millisecond; after the first 50 ms it sleeps between polls, so that waiting
  * ranks leave the cores to the ones they wait for. */
-static int wait_for(MPI_Request *req, int64_t op, const char *where) {
+static int wait_for(MPI_Request *req, int64_t call, const char *where) {
     double start = 0, last = 0;
     for (unsigned spin = 1;; spin++) {
         int done = 0;
@@ -169,8 +170,8 @@ static int wait_for(MPI_Request *req, int64_t op, const char *where) {
         if (t - last >= 1e-3) {
             last = t;
             notice_poll();
-            int p = notice_gone(op);
-            if (p >= 0) return peer_gone(p, op, where);
+            int p = notice_gone(call);
+            if (p >= 0) return peer_gone(p, call, where);
         }
         if (t - start > 0.05) {
             struct timespec ts = { 0, 50000 };
@@ -326,7 +327,7 @@ int dp_dist_mpi_group_create(void) {
         MPI_Comm_free(&node);
     }
     mpi.generation++;
-    mpi.ops = 0;
+    mpi.calls = 0;
     mpi.in_group = true;
     return 0;
 }
@@ -355,10 +356,10 @@ static MPI_Op mpi_op(dp_dist_op op, dp_dtype dt) {
     return op == DP_DIST_MAX ? MPI_MAX : op == DP_DIST_MIN ? MPI_MIN : MPI_SUM;
 }
 
-/* Checks a started collective's status and waits for it as collective number ++ops. */
-static int started(int e, MPI_Request *req, const char *call, const char *where) {
-    if (e != MPI_SUCCESS) return mpi_fail(call, e);
-    return wait_for(req, ++mpi.ops, where);
+/* Checks a started operation's status and waits for it, as part of the current call. */
+static int started(int e, MPI_Request *req, const char *fn, const char *where) {
+    if (e != MPI_SUCCESS) return mpi_fail(fn, e);
+    return wait_for(req, mpi.calls, where);
 }
 
 static void divide_in_place(void *data, dp_dtype dt, int64_t n, int64_t by) {
@@ -410,7 +411,7 @@ static int mpi_all_gather(const void *send, void *recv, int64_t n, dp_dtype dt, 
 /* The reducer's work: a started all-reduce and its number in the group. */
 typedef struct {
     MPI_Request req;
-    int64_t op;
+    int64_t call;
 } mpi_work;
 
 static int mpi_average_start(void *data, int64_t n, dp_dtype dt, dp_device dev, void **work, int64_t *divide_by) {
@@ -418,7 +419,7 @@ static int mpi_average_start(void *data, int64_t n, dp_dtype dt, dp_device dev, 
     if (!w) return dp_error("torch.distributed: out of memory");
     int e = MPI_Iallreduce(MPI_IN_PLACE, data, (int)n, mpi_type(dt), MPI_SUM, mpi.comm, &w->req);
     if (e != MPI_SUCCESS) { free(w); return mpi_fail("MPI_Iallreduce", e); }
-    w->op = ++mpi.ops;
+    w->call = ++mpi.calls;
     *work = w;
     *divide_by = dp_group.world_size;
     return 0;
@@ -432,7 +433,7 @@ static void mpi_progress(void *work) {
 
 static int mpi_wait(void *work, dp_device dev, const char *where) {
     mpi_work *w = work;
-    int rc = wait_for(&w->req, w->op, where);
+    int rc = wait_for(&w->req, w->call, where);
     if (rc == 0) free(w);   /* (a collective that never completes keeps its request) */
     return rc;
 }
@@ -466,6 +467,7 @@ int dp_dist_mpi_all_gather_bytes(const void *data, size_t n, char **out, size_t 
     int rc = -1;
     MPI_Request req;
     *out = NULL;
+    mpi.calls++;
     if (!all || !counts || !displs) { dp_error("torch.distributed: out of memory"); goto done; }
     int e = MPI_Iallgather(&mine, 1, MPI_INT64_T, all, 1, MPI_INT64_T, mpi.comm, &req);
     if (started(e, &req, "MPI_Iallgather", "all_gather of strings") != 0) goto done;
@@ -498,6 +500,7 @@ int dp_dist_mpi_check_same(const char *who, const char *what) {
     /* the maximum of h and of -h over the ranks: every rank made this call iff max == min */
     int64_t h[2] = { call_hash(what), -call_hash(what) };
     MPI_Request req;
+    mpi.calls++;   /* every call of the group but the reducer's and all_gather_bytes starts here */
     int e = MPI_Iallreduce(MPI_IN_PLACE, h, 2, MPI_INT64_T, MPI_MAX, mpi.comm, &req);
     if (started(e, &req, "MPI_Iallreduce", what) != 0) return -1;
     if (h[0] == -h[1]) return 0;
