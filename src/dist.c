@@ -38,9 +38,6 @@ void dp_dist_mark_broken(const char *msg) {
     if (!dp_group.broken[0]) snprintf(dp_group.broken, sizeof dp_group.broken, "%s", msg);
 }
 
-/* Defined by dist_nccl.c: loads the NCCL entry points of the CUDA backend library. */
-bool dp_dist_nccl_load(void);
-
 int dp_dist_init(dp_dist_backend backend) {
     if (backend != DP_DIST_MPI && backend != DP_DIST_NCCL)
         return dp_error("torch.distributed.init_process_group: unknown backend %d", (int)backend);

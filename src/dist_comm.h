@@ -66,6 +66,10 @@ dp_tensor *dp_dist_flat_view(dp_tensor *flat, int64_t offset, int ndim, const in
  * by destroy_process_group and printed at exit. */
 void dp_dist_mark_broken(const char *msg);
 
+/* Loads the NCCL entry points of the CUDA backend library (dist_nccl.c); false when any
+ * is missing. */
+bool dp_dist_nccl_load(void);
+
 /* ---- the MPI transport (dist_mpi.c); without MPI these fail with a message */
 /* Starts MPI when nobody has, and makes the group's communicator: fills rank, world size
  * and local rank of dp_group. */

@@ -8,14 +8,16 @@
  * so that mpirun stops the other ranks at once instead of letting them wait for this one.
  *
  * Bounded waits.  A rank that destroys its group or exits tells every other rank, on a
- * communicator of its own, how many collectives it took part in.  Every collective here is
- * started non-blocking and waited for by polling; while it waits, a rank reads those
- * notices, and when a rank that left can no longer take part in the collective being
- * waited for, it fails at once with a message naming that rank, instead of waiting for
- * ever.  Before each collective of the group, the ranks also check that they make the same
- * call (a hash of the call, its dtype and shape, in one 16-byte all-reduce): mismatched
- * calls fail on every rank with each rank's call named, instead of MPI_ERR_TRUNCATE on
- * one and garbage on the other. */
+ * communicator of its own, how many collective calls it made in the group.  Each call
+ * starts with a check that every rank makes the same call (a hash of the call, its dtype
+ * and shape, in one 16-byte all-reduce): mismatched calls fail on every rank with each
+ * rank's call named, instead of MPI_ERR_TRUNCATE on one and garbage on the other.  That
+ * check is where a rank waits for the others, so it is started non-blocking and polled;
+ * while it waits, a rank reads the notices, and when a rank that left can no longer make
+ * this call, it fails at once with a message naming that rank instead of waiting for
+ * ever.  Once every rank has passed the check, all of them are in the call, and the data
+ * moves with MPI's blocking collectives (its fastest).  The reducer's all-reduces overlap
+ * backward, so they are non-blocking and polled the same way. */
 #include "dist_comm.h"
 
 #include <stdio.h>
@@ -34,6 +36,7 @@ bool dp_dist_has_mpi(void) {
 #include <dlfcn.h>
 #include <limits.h>
 #include <mpi.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -154,9 +157,9 @@ static int peer_gone(int p, int64_t call, const char *where) {
     return dp_error("torch.distributed: %s", msg);
 }
 
-/* Waits for an operation of collective call number `call` of the group by polling, reading notices of ranks that
- * leave every millisecond; after the first 50 ms it sleeps between polls, so that waiting
- * ranks leave the cores to the ones they wait for. */
+/* Waits for an operation of collective call number `call` of the group by polling, as
+ * MPI_Wait does, and reads the notices of ranks that left every millisecond; after the
+ * first 10 ms it yields between polls, leaving the cores to the ranks it waits for. */
 static int wait_for(MPI_Request *req, int64_t call, const char *where) {
     double start = 0, last = 0;
     for (unsigned spin = 1;; spin++) {
@@ -173,10 +176,7 @@ static int wait_for(MPI_Request *req, int64_t call, const char *where) {
             int p = notice_gone(call);
             if (p >= 0) return peer_gone(p, call, where);
         }
-        if (t - start > 0.05) {
-            struct timespec ts = { 0, 50000 };
-            nanosleep(&ts, NULL);
-        }
+        if (t - start > 0.01) sched_yield();
     }
 }
 
@@ -380,9 +380,8 @@ static int mpi_all_reduce(void *data, int64_t n, dp_dtype dt, dp_device dev, dp_
     size_t es = dp_dtype_size(dt);
     for (int64_t done = 0; done < n;) {
         int count = (int)(n - done < INT_MAX ? n - done : INT_MAX);
-        MPI_Request req;
-        int e = MPI_Iallreduce(MPI_IN_PLACE, p + done * es, count, mpi_type(dt), mpi_op(op, dt), mpi.comm, &req);
-        if (started(e, &req, "MPI_Iallreduce", where) != 0) return -1;
+        int e = MPI_Allreduce(MPI_IN_PLACE, p + done * es, count, mpi_type(dt), mpi_op(op, dt), mpi.comm);
+        if (e != MPI_SUCCESS) return mpi_fail("MPI_Allreduce", e);
         done += count;
     }
     if (op == DP_DIST_AVG) divide_in_place(p, dt, n, dp_group.world_size);
@@ -394,18 +393,16 @@ static int mpi_broadcast(void *data, int64_t n, dp_dtype dt, dp_device dev, int 
     size_t es = dp_dtype_size(dt);
     for (int64_t done = 0; done < n;) {
         int count = (int)(n - done < INT_MAX ? n - done : INT_MAX);
-        MPI_Request req;
-        int e = MPI_Ibcast(p + done * es, count, mpi_type(dt), src, mpi.comm, &req);
-        if (started(e, &req, "MPI_Ibcast", where) != 0) return -1;
+        int e = MPI_Bcast(p + done * es, count, mpi_type(dt), src, mpi.comm);
+        if (e != MPI_SUCCESS) return mpi_fail("MPI_Bcast", e);
         done += count;
     }
     return 0;
 }
 
 static int mpi_all_gather(const void *send, void *recv, int64_t n, dp_dtype dt, dp_device dev, const char *where) {
-    MPI_Request req;
-    int e = MPI_Iallgather(send, (int)n, mpi_type(dt), recv, (int)n, mpi_type(dt), mpi.comm, &req);
-    return started(e, &req, "MPI_Iallgather", where);
+    int e = MPI_Allgather(send, (int)n, mpi_type(dt), recv, (int)n, mpi_type(dt), mpi.comm);
+    return e == MPI_SUCCESS ? 0 : mpi_fail("MPI_Allgather", e);
 }
 
 /* The reducer's work: a started all-reduce and its number in the group. */
@@ -481,8 +478,9 @@ int dp_dist_mpi_all_gather_bytes(const void *data, size_t n, char **out, size_t 
     if (total > INT_MAX) { dp_error("torch.distributed: gathered strings too long (%lld bytes)", (long long)total); goto done; }
     *out = malloc((size_t)total + 1);
     if (!*out) { dp_error("torch.distributed: out of memory"); goto done; }
-    e = MPI_Iallgatherv(data, (int)n, MPI_BYTE, *out, counts, displs, MPI_BYTE, mpi.comm, &req);
-    if (started(e, &req, "MPI_Iallgatherv", "all_gather of strings") != 0) { free(*out); *out = NULL; goto done; }
+    /* (everyone is here: the lengths came from every rank) */
+    e = MPI_Allgatherv(data, (int)n, MPI_BYTE, *out, counts, displs, MPI_BYTE, mpi.comm);
+    if (e != MPI_SUCCESS) { mpi_fail("MPI_Allgatherv", e); free(*out); *out = NULL; goto done; }
     rc = 0;
 done:
     free(all); free(counts); free(displs);
