@@ -8,8 +8,9 @@
 --   dist.barrier(); dist.destroy_process_group()
 --
 -- Ranks are 0-based, as in MPI and PyTorch.  Every rank must call the collectives in the
--- same order with tensors of the same shape and dtype.  The work is done in src/dist.c;
--- this file checks arguments and raises errors at the caller's line.
+-- same order with tensors of the same shape and dtype (a call that differs raises an error
+-- naming each rank's call).  The work is done in src/dist*.c; this file checks arguments
+-- and raises errors at the caller's line.
 local C = require('torch._C').dist
 
 local dist = {}
