@@ -68,7 +68,7 @@ all: $(TARGETS)
 # Everything is compiled with -fvisibility=hidden: the libraries export dplua.h's API and
 # the luaopen_* entry points (marked DPLUA_API), nothing else.  (The CUDA backend library
 # gets the engine's error reporter from its init call, not by symbol.)
-$(BUILD)/obj/src/%.o: src/%.c $(wildcard src/*.h src/*.def) Makefile
+$(BUILD)/obj/src/%.o: src/%.c $(wildcard src/*.h src/*.def kernels/comm.h) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 

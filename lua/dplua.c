@@ -80,7 +80,7 @@ static void print_usage(const char *badoption) {
 
 static void print_version(FILE *out) {
     fprintf(out, "dplua %s on %s\nbackends: cpu", DPLUA_VERSION, LUA_RELEASE);
-    if (dp_cuda_is_built()) fprintf(out, ", cuda, nccl");
+    if (dp_device_type_built(DP_DEVICE_CUDA)) fprintf(out, ", cuda, nccl");
 #ifdef DP_HAVE_MPI
     fprintf(out, ", mpi");
 #endif

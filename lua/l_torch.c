@@ -444,29 +444,29 @@ static int cuda_index(lua_State *L, int idx, int none)
     return d.index;
 }
 
-static int cuda_is_built(lua_State *L) { lua_pushboolean(L, dp_cuda_is_built()); return 1; }
-static int cuda_is_available(lua_State *L) { lua_pushboolean(L, dp_cuda_device_count() > 0); return 1; }
-static int cuda_device_count(lua_State *L) { lua_pushinteger(L, dp_cuda_device_count()); return 1; }
-static int cuda_empty_cache(lua_State *L) { dp_cuda_empty_cache(); return 0; }
+static int cuda_is_built(lua_State *L) { lua_pushboolean(L, dp_device_type_built(DP_DEVICE_CUDA)); return 1; }
+static int cuda_is_available(lua_State *L) { lua_pushboolean(L, dp_device_count(DP_DEVICE_CUDA) > 0); return 1; }
+static int cuda_device_count(lua_State *L) { lua_pushinteger(L, dp_device_count(DP_DEVICE_CUDA)); return 1; }
+static int cuda_empty_cache(lua_State *L) { dp_empty_cache(DP_DEVICE_CUDA); return 0; }
 
 static int cuda_synchronize(lua_State *L)
 {
     int index = cuda_index(L, 1, -1);
     dp_device d = { DP_DEVICE_CUDA, index < 0 ? 0 : index };
-    if (dp_device_check(d) != 0 || dp_cuda_synchronize(index) != 0)
+    if (dp_device_check(d) != 0 || dp_device_synchronize(DP_DEVICE_CUDA, index) != 0)
         return lt_raise(L);
     return 0;
 }
 
 static int cuda_memory_allocated(lua_State *L)
 {
-    lua_pushinteger(L, (lua_Integer)dp_cuda_memory_allocated(cuda_index(L, 1, 0)));
+    lua_pushinteger(L, (lua_Integer)dp_memory_allocated((dp_device){ DP_DEVICE_CUDA, cuda_index(L, 1, 0) }));
     return 1;
 }
 
 static int cuda_max_memory_allocated(lua_State *L)
 {
-    lua_pushinteger(L, (lua_Integer)dp_cuda_max_memory_allocated(cuda_index(L, 1, 0)));
+    lua_pushinteger(L, (lua_Integer)dp_max_memory_allocated((dp_device){ DP_DEVICE_CUDA, cuda_index(L, 1, 0) }));
     return 1;
 }
 
@@ -540,7 +540,7 @@ static int c_set_float32_matmul_precision(lua_State *L)
 {
     static const char *const modes[] = { "highest", "high", "medium", NULL };
     int mode = luaL_checkoption(L, 1, NULL, modes);
-    dp_cuda_set_tf32(mode != 0); /* a build or machine without CUDA has nothing to change */
+    dp_set_allow_tf32(mode != 0); /* a build or machine without CUDA has nothing to change */
     dp_clear_error();
     return 0;
 }
@@ -670,6 +670,8 @@ static const luaL_Reg torch_functions[] = {
 
 int dplua_open_core(lua_State *L)
 {
+    if (dp_cpu_device_env_check() != 0)
+        return luaL_error(L, "%s", dp_last_error());
     lt_open_tensor(L);                 /* torch.Tensor's methods */
     lua_newtable(L);
     lua_insert(L, -2);

@@ -88,8 +88,12 @@ typedef struct dp_backend {
     void (*set_tf32)(bool allow);
 } dp_backend;
 
-/* The backend serving a device, or NULL with dp_error() set (e.g. CUDA not available). */
+/* The backend registry (registry.c): the backend serving a device, or NULL with dp_error()
+ * set (e.g. CUDA not available).  Backends register themselves for a device type; the CPU
+ * backend is registered from the start, a backend library when it is loaded (lib: its
+ * handle, for dp_backend_symbol). */
 const dp_backend *dp_backend_for(dp_device dev);
+int dp_backend_register(dp_device_type type, const dp_backend *b, int device_count, void *lib);
 extern const dp_backend dp_cpu_backend;
 
 /* A view descriptor of a tensor. */
@@ -105,9 +109,9 @@ typedef struct {
  * It exports dp_cuda_backend_init, of this type (kernels/cuda.h declares it so, and
  * compiles against this typedef), plus the functions below, looked up with dlsym. */
 typedef const dp_backend *(*dp_cuda_init_fn)(const dp_backend_host *host, int *device_count, char *err, size_t errlen);
-/* A symbol of the loaded CUDA backend library (e.g. the NCCL collectives it exports), or
- * NULL when the backend is not built or cannot be loaded. */
-void *dp_cuda_symbol(const char *name);
+/* A symbol of the library a device type's backend came from (e.g. the NCCL collectives
+ * libdplua_cuda.so exports), or NULL when there is no such library. */
+void *dp_backend_symbol(dp_device_type type, const char *name);
 /* Library search: $DPLUA_CUDA_LIB, then libdplua_cuda.so beside the library or binary that
  * holds the engine (and one and two folders up), then the dynamic loader's path. */
 

@@ -50,7 +50,7 @@ int dp_dist_init(dp_dist_backend backend) {
             return dp_error("torch.distributed.init_process_group: backend 'nccl' needs the CUDA "
                             "backend, which is missing (libdplua_cuda.so with NCCL was not built "
                             "or cannot be loaded)");
-        if (dp_cuda_device_count() <= 0)
+        if (dp_device_count(DP_DEVICE_CUDA) <= 0)
             return dp_error("torch.distributed.init_process_group: backend 'nccl' needs a CUDA "
                             "device, but CUDA is not available");
     }

@@ -1,6 +1,6 @@
 /* dist_nccl.c: the nccl backend of torch.distributed, for CUDA tensors.  NCCL is reached
  * through the functions that the CUDA backend library exports (kernels/comm.cu, declared
- * in kernels/comm.h), found with dp_cuda_symbol.  One communicator and one stream per
+ * in kernels/comm.h), found with dp_backend_symbol.  One communicator and one stream per
  * local CUDA device, made at the first collective on it with a unique id that rank 0
  * makes and broadcasts over MPI.  Every function here is called with dp_group.lock held. */
 #include "dist_comm.h"
@@ -24,7 +24,7 @@ static struct {
 static void *nccl_comm[DP_DIST_MAX_DEVICES];    /* per local CUDA device, made on first use */
 static void *nccl_stream[DP_DIST_MAX_DEVICES];
 
-#define NCCL_LOAD(name) (nccl.name = (dp_nccl_##name##_fn *)dp_cuda_symbol("dp_nccl_" #name))
+#define NCCL_LOAD(name) (nccl.name = (dp_nccl_##name##_fn *)dp_backend_symbol(DP_DEVICE_CUDA, "dp_nccl_" #name))
 
 bool dp_dist_nccl_load(void) {
     NCCL_LOAD(get_unique_id);
@@ -68,7 +68,7 @@ static int comm_for(int dev, void **comm, void **stream) {
  * runs on its own stream and must see what the engine wrote). */
 static int ready(int dev, void **comm, void **stream) {
     if (comm_for(dev, comm, stream) != 0) return -1;
-    return dp_cuda_synchronize(dev);
+    return dp_device_synchronize(DP_DEVICE_CUDA, dev);
 }
 
 /* Waits for a collective queued on stream, so the data is ready for whatever comes next. */

@@ -41,7 +41,7 @@ bool dp_dtype_is_float(dp_dtype dt);
 
 /* ---------------------------------------------------------------- devices */
 
-typedef enum { DP_DEVICE_CPU = 0, DP_DEVICE_CUDA = 1 } dp_device_type;
+typedef enum { DP_DEVICE_CPU = 0, DP_DEVICE_CUDA = 1, DP_NDEVICE_TYPES } dp_device_type;
 
 typedef struct {
     int type;  /* dp_device_type */
@@ -62,14 +62,18 @@ int dp_device_check(dp_device d);
 int dp_cpu_device_count(void);
 /* Only before the first tensor is made; -1 with a message afterwards or for n < 1. */
 int dp_cpu_set_device_count(int n);
+/* -1 with a message when DPLUA_CPU_DEVICES is set to something other than 1..1024 (the
+ * count then falls back to 1); the binding raises it when torch is loaded. */
+int dp_cpu_device_env_check(void);
 
-bool dp_cuda_is_built(void);      /* the CUDA backend was compiled (it may still be unloadable) */
-int dp_cuda_device_count(void);   /* 0 when there is no driver, no GPU or no backend */
-int dp_cuda_synchronize(int index);  /* index < 0: all devices */
-size_t dp_cuda_memory_allocated(int index);
-size_t dp_cuda_max_memory_allocated(int index);
-void dp_cuda_empty_cache(void);
-int dp_cuda_set_tf32(bool allow);
+/* Devices of any type, through the backend registry (registry.c). */
+bool dp_device_type_built(dp_device_type type);      /* its backend was compiled in (it may not load) */
+int dp_device_count(dp_device_type type);            /* 0: no driver, no device or no backend */
+int dp_device_synchronize(dp_device_type type, int index);   /* index < 0: every device of the type */
+size_t dp_memory_allocated(dp_device dev);           /* bytes in tensors on dev (0 where not counted) */
+size_t dp_max_memory_allocated(dp_device dev);
+void dp_empty_cache(dp_device_type type);            /* returns cached blocks to the system */
+void dp_set_allow_tf32(bool allow);                  /* TF32 matrix products where a backend has them */
 
 /* Called (on the allocating thread) when a device allocation fails, before the cache is
  * emptied and the allocation retried once: the Lua binding runs the collector here. */
@@ -148,7 +152,6 @@ dp_tensor *dp_empty(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev);
 dp_tensor *dp_full(int ndim, const int64_t *sizes, double value, dp_dtype dt, dp_device dev);
 dp_tensor *dp_zeros(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev);
 dp_tensor *dp_ones(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev);
-dp_tensor *dp_scalar_tensor(double value, dp_dtype dt, dp_device dev);   /* 0-dim */
 /* Copies n = prod(sizes) host values of dtype src_dt (converted to dt). */
 dp_tensor *dp_from_host(const void *src, dp_dtype src_dt, int ndim, const int64_t *sizes,
                         dp_dtype dt, dp_device dev);

@@ -67,9 +67,9 @@ int dp_check_inplace(dp_tensor *t, const char *op);
 void dp_count_copied(uint64_t nbytes);
 /* Raw strided copy src -> dst (same shape, any devices and dtypes), no autograd. */
 int dp_copy_raw(dp_tensor *dst, dp_tensor *src);
-/* Pinned host memory through the CUDA backend (core.c); NULL with the message set. */
-void *dp_cuda_host_alloc(size_t nbytes);
-void dp_cuda_host_free(void *p);
+/* Pinned host memory through the CUDA backend (registry.c); NULL with the message set. */
+void *dp_pinned_alloc(size_t nbytes);
+void dp_pinned_free(void *p);
 /* Non-differentiable matrix product on 2-D or 3-D tensors (used by backward passes too). */
 dp_tensor *dp_bmm_raw(dp_tensor *a, dp_tensor *b, bool ta, bool tb);
 

@@ -117,16 +117,16 @@ dp_storage *dp_storage_new(dp_device dev, size_t nbytes)
     return s;
 }
 
-static void pinned_deleter(void *ctx, void *data) { (void)ctx; dp_cuda_host_free(data); }
+static void pinned_deleter(void *ctx, void *data) { (void)ctx; dp_pinned_free(data); }
 
 dp_storage *dp_storage_new_pinned(dp_device dev, size_t nbytes)
 {
     if (dev.type != DP_DEVICE_CPU) { dp_error("pinned memory is host memory: asked for it on a CUDA device"); return NULL; }
     if (dp_device_check(dev)) return NULL;
-    void *p = dp_cuda_host_alloc(nbytes);
+    void *p = dp_pinned_alloc(nbytes);
     if (!p) return NULL;
     dp_storage *s = calloc(1, sizeof *s);
-    if (!s) { dp_cuda_host_free(p); dp_error("out of memory"); return NULL; }
+    if (!s) { dp_pinned_free(p); dp_error("out of memory"); return NULL; }
     s->refcount = 1;
     s->device = dev;
     s->nbytes = nbytes;
@@ -298,7 +298,6 @@ dp_tensor *dp_full(int ndim, const int64_t *sizes, double value, dp_dtype dt, dp
 
 dp_tensor *dp_zeros(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev) { return dp_full(ndim, sizes, 0, dt, dev); }
 dp_tensor *dp_ones(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev) { return dp_full(ndim, sizes, 1, dt, dev); }
-dp_tensor *dp_scalar_tensor(double v, dp_dtype dt, dp_device dev) { return dp_full(0, NULL, v, dt, dev); }
 
 dp_tensor *dp_from_host(const void *src, dp_dtype src_dt, int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev)
 {
