@@ -16,6 +16,14 @@ function M.setup()
   return torch.get_num_threads()
 end
 
+-- setup() for a GPU benchmark, seed 0: the device, or nil (after saying so) without a GPU.
+function M.gpu_setup(name)
+  M.setup()
+  if not torch.cuda.is_available() then print(name .. ': no CUDA device') return nil end
+  torch.manual_seed(0)
+  return 'cuda:0'
+end
+
 local function median(xs)
   table.sort(xs)
   local n = #xs

@@ -4,11 +4,8 @@
 -- is what the engine adds around cuBLAS.  FP32 (no TF32).  Twin: bench/gpu_linear.py.
 local here = debug.getinfo(1, 'S').source:match('^@(.*[/\\])') or './'
 local bench = dofile(here .. 'common.lua')
-bench.setup()
-if not torch.cuda.is_available() then print('gpu_linear: no CUDA device') return end
-torch.manual_seed(0)
-
-local dev = 'cuda:0'
+local dev = bench.gpu_setup('gpu_linear')
+if not dev then return end
 local model = nn.Linear(4096, 4096):to(dev)
 local x = torch.randn(8192, 4096, { device = dev }):requires_grad_(true)
 local grad = torch.randn(8192, 4096, { device = dev })

@@ -5,17 +5,13 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_common import measure, report, setup  # noqa: E402
+from gpu_common import gpu_setup, measure, report  # noqa: E402
 
 
 def main():
-    setup()
-    if not torch.cuda.is_available():
-        print("gpu_linear: no CUDA device")
+    dev = gpu_setup("gpu_linear")
+    if dev is None:
         return
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.manual_seed(0)
-    dev = "cuda:0"
     model = torch.nn.Linear(4096, 4096).to(dev)
     x = torch.randn(8192, 4096, device=dev, requires_grad=True)
     grad = torch.randn(8192, 4096, device=dev)

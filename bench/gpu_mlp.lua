@@ -3,11 +3,8 @@
 -- measures the per-step overhead of the engine and the launches.  Twin: bench/gpu_mlp.py.
 local here = debug.getinfo(1, 'S').source:match('^@(.*[/\\])') or './'
 local bench = dofile(here .. 'common.lua')
-bench.setup()
-if not torch.cuda.is_available() then print('gpu_mlp: no CUDA device') return end
-torch.manual_seed(0)
-
-local dev = 'cuda:0'
+local dev = bench.gpu_setup('gpu_mlp')
+if not dev then return end
 local model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10)):to(dev)
 local opt = optim.SGD(model:parameters(), { lr = 0.01, momentum = 0.9 })
 local crit = nn.CrossEntropyLoss()

@@ -5,17 +5,13 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_common import measure, report, setup  # noqa: E402
+from gpu_common import gpu_setup, measure, report  # noqa: E402
 
 
 def main():
-    setup()
-    if not torch.cuda.is_available():
-        print("gpu_mlp: no CUDA device")
+    dev = gpu_setup("gpu_mlp")
+    if dev is None:
         return
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.manual_seed(0)
-    dev = "cuda:0"
     model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     crit = torch.nn.CrossEntropyLoss()

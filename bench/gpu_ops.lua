@@ -4,11 +4,8 @@
 -- so this is throughput of back-to-back launches.  Twin: bench/gpu_ops.py.
 local here = debug.getinfo(1, 'S').source:match('^@(.*[/\\])') or './'
 local bench = dofile(here .. 'common.lua')
-bench.setup()
-if not torch.cuda.is_available() then print('gpu_ops: no CUDA device') return end
-torch.manual_seed(0)
-
-local dev = 'cuda:0'
+local dev = bench.gpu_setup('gpu_ops')
+if not dev then return end
 local a, b = torch.randn(16, { device = dev }), torch.randn(16, { device = dev })
 local m = torch.randn(64, 64, { device = dev })
 local REPS = 200

@@ -5,17 +5,13 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_common import measure, report, setup  # noqa: E402
+from gpu_common import gpu_setup, measure, report  # noqa: E402
 
 
 def main():
-    setup()
-    if not torch.cuda.is_available():
-        print("gpu_ops: no CUDA device")
+    dev = gpu_setup("gpu_ops")
+    if dev is None:
         return
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.manual_seed(0)
-    dev = "cuda:0"
     a, b = torch.randn(16, device=dev), torch.randn(16, device=dev)
     m = torch.randn(64, 64, device=dev)
     reps = 200

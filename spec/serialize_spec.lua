@@ -7,15 +7,7 @@ local torch = require 'torch'
 local here = debug.getinfo(1, 'S').source:match('^@(.*)/[^/]*$') or 'spec'
 local PYTHON = '/usr/bin/python3'
 
-local function expect_error(fn, ...)
-  local ok, err = pcall(fn)
-  assert(not ok, 'expected an error')
-  err = tostring(err)
-  for _, s in ipairs { ... } do
-    assert(err:find(s, 1, true), ('error %q does not mention %q'):format(err, s))
-  end
-  return err
-end
+local expect_error = dofile('spec/helpers/check.lua').expect_error
 
 local function tmpdir()
   local d = os.tmpname()

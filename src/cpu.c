@@ -219,16 +219,8 @@ static int cpu_copy(const dp_view *out, const dp_view *in)
 
 static int cpu_fill(const dp_view *out, double value)
 {
-    dp_view sc = *out;
-    union { float f; double d; int64_t i; bool b; } sv;
-    switch (out->dtype) {
-    case DP_FLOAT32: sv.f = (float)value; break;
-    case DP_FLOAT64: sv.d = value; break;
-    case DP_INT64: sv.i = (int64_t)value; break;
-    default: sv.b = value != 0; break;
-    }
-    sc.data = &sv;
-    for (int d = 0; d < sc.ndim; d++) sc.strides[d] = 0;
+    cpu_scalar cell;
+    dp_view sc = cpu_scalar_view(out, value, &cell);
     return cpu_copy(out, &sc);
 }
 

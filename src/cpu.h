@@ -78,6 +78,30 @@ static inline void store_d(char *p, int dt, double v)
     }
 }
 
+/* A double as an int64 element: NaN and values out of range give INT64_MIN, as x86's
+ * conversion (and so PyTorch on the CPU) does, instead of undefined behaviour. */
+static inline int64_t cpu_double_to_int64(double v)
+{
+    return v == v && v >= -9223372036854775808.0 && v < 9223372036854775808.0 ? (int64_t)v : INT64_MIN;
+}
+
+/* One value of like's dtype, seen through a view of like's shape with every stride 0: the
+ * scalar operand of fill and of tensor-scalar ops.  *cell holds the value. */
+typedef union { float f; double d; int64_t i; bool b; } cpu_scalar;
+static inline dp_view cpu_scalar_view(const dp_view *like, double v, cpu_scalar *cell)
+{
+    switch (like->dtype) {
+    case DP_FLOAT32: cell->f = (float)v; break;
+    case DP_FLOAT64: cell->d = v; break;
+    case DP_INT64: cell->i = cpu_double_to_int64(v); break;
+    default: cell->b = v != 0; break;
+    }
+    dp_view sc = *like;
+    sc.data = cell;
+    for (int d = 0; d < sc.ndim; d++) sc.strides[d] = 0;
+    return sc;
+}
+
 /* cpu_ops.c */
 int cpu_unary(dp_unary_op op, const dp_view *out, const dp_view *in, double p0, double p1);
 int cpu_binary(dp_binary_op op, const dp_view *out, const dp_view *a, const dp_view *b);

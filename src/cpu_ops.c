@@ -64,16 +64,8 @@ int cpu_binary(dp_binary_op op, const dp_view *out, const dp_view *a, const dp_v
 /* a op s (or s op a): the scalar is a broadcast operand of the compute dtype */
 int cpu_binary_scalar(dp_binary_op op, const dp_view *out, const dp_view *a, double s, bool reverse)
 {
-    union { float f; double d; int64_t i; bool b; } sv;
-    switch (a->dtype) {
-    case DP_FLOAT32: sv.f = (float)s; break;
-    case DP_FLOAT64: sv.d = s; break;
-    case DP_INT64: sv.i = (int64_t)s; break;
-    default: sv.b = s != 0; break;
-    }
-    dp_view sc = *a;
-    sc.data = &sv;
-    for (int d = 0; d < sc.ndim; d++) sc.strides[d] = 0;
+    cpu_scalar cell;
+    dp_view sc = cpu_scalar_view(a, s, &cell);
     return reverse ? cpu_binary(op, out, &sc, a) : cpu_binary(op, out, a, &sc);
 }
 

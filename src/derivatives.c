@@ -90,6 +90,15 @@ static dp_tensor *win_share(scope *s, dp_tensor *wins, dp_tensor *ties, const dp
     return ADD(AS(wins, like), MULS(AS(ties, like), 0.5));
 }
 
+/* The one input's gradient r (owned by the scope, or g itself) as a new reference. */
+static int finish1(scope *s, dp_tensor *r, dp_tensor **gin)
+{
+    if (r) dp_tensor_retain(r);
+    gin[0] = r;
+    scope_close(s);
+    return r ? 0 : -1;
+}
+
 /* g summed down to input i's shape (the backward of broadcasting), as a new reference */
 static int reduce_to_input(dp_node *n, int i, dp_tensor *g, dp_tensor **gin)
 {
@@ -168,10 +177,7 @@ int dp_scalar_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
     default:
         return dp_error("%s is not differentiable", n->name);
     }
-    if (r) dp_tensor_retain(r);
-    gin[0] = r;
-    scope_close(s);
-    return r ? 0 : -1;
+    return finish1(s, r, gin);
 }
 
 /* (x >= lo) * (x <= hi) as x's dtype; a NaN bound is absent */
@@ -225,8 +231,5 @@ int dp_unary_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
     default:
         return dp_error("%s is not differentiable", n->name);
     }
-    if (r) dp_tensor_retain(r);
-    gin[0] = r;
-    scope_close(s);
-    return r ? 0 : -1;
+    return finish1(s, r, gin);
 }

@@ -134,6 +134,26 @@ dp_tensor *dp_dist_flat_view(dp_tensor *flat, int64_t offset, int ndim, const in
     return v;
 }
 
+/* all_reduce (reduce: arg is the op) or broadcast (arg is the source rank) of t in place:
+ * the ranks' agreement check, then the collective on a contiguous copy of t, written back */
+static int in_place(const char *name, const char *where, dp_tensor *t, bool reduce, int arg) {
+    pthread_mutex_lock(&dp_group.lock);
+    int rc = dp_dist_mpi_check_same(name, where);
+    pthread_mutex_unlock(&dp_group.lock);
+    int64_t n = dp_numel(t);
+    if (rc != 0 || n == 0) return rc;
+    dp_tensor *c = contiguous_of(t);
+    if (!c) return -1;
+    pthread_mutex_lock(&dp_group.lock);
+    rc = reduce ? dp_group.comm->all_reduce(dp_data(c), n, c->dtype, c->device, (dp_dist_op)arg, where)
+                : dp_group.comm->broadcast(dp_data(c), n, c->dtype, c->device, arg, where);
+    pthread_mutex_unlock(&dp_group.lock);
+    if (rc == 0 && c != t) rc = dp_copy_raw(t, c);
+    else if (rc == 0) dp_bump_version(t);
+    dp_tensor_release(c);
+    return rc;
+}
+
 int dp_dist_all_reduce(dp_tensor *t, dp_dist_op op) {
     static const char *const op_names[] = { "'sum'", "'avg'", "'max'", "'min'" };
     if (check_tensor("all_reduce", t) != 0) return -1;
@@ -142,20 +162,7 @@ int dp_dist_all_reduce(dp_tensor *t, dp_dist_op op) {
         return dp_error("torch.distributed.all_reduce: op 'avg' is not defined for bool tensors");
     char where[200];
     describe(where, sizeof where, "all_reduce", op_names[op], t);
-    pthread_mutex_lock(&dp_group.lock);
-    int rc = dp_dist_mpi_check_same("all_reduce", where);
-    pthread_mutex_unlock(&dp_group.lock);
-    int64_t n = dp_numel(t);
-    if (rc != 0 || n == 0) return rc;
-    dp_tensor *c = contiguous_of(t);
-    if (!c) return -1;
-    pthread_mutex_lock(&dp_group.lock);
-    rc = dp_group.comm->all_reduce(dp_data(c), n, c->dtype, c->device, op, where);
-    pthread_mutex_unlock(&dp_group.lock);
-    if (rc == 0 && c != t) rc = dp_copy_raw(t, c);
-    else if (rc == 0) dp_bump_version(t);
-    dp_tensor_release(c);
-    return rc;
+    return in_place("all_reduce", where, t, true, (int)op);
 }
 
 int dp_dist_broadcast(dp_tensor *t, int src) {
@@ -166,20 +173,7 @@ int dp_dist_broadcast(dp_tensor *t, int src) {
     char where[200], arg[32];
     snprintf(arg, sizeof arg, "src=%d", src);
     describe(where, sizeof where, "broadcast", arg, t);
-    pthread_mutex_lock(&dp_group.lock);
-    int rc = dp_dist_mpi_check_same("broadcast", where);
-    pthread_mutex_unlock(&dp_group.lock);
-    int64_t n = dp_numel(t);
-    if (rc != 0 || n == 0) return rc;
-    dp_tensor *c = contiguous_of(t);
-    if (!c) return -1;
-    pthread_mutex_lock(&dp_group.lock);
-    rc = dp_group.comm->broadcast(dp_data(c), n, c->dtype, c->device, src, where);
-    pthread_mutex_unlock(&dp_group.lock);
-    if (rc == 0 && c != t) rc = dp_copy_raw(t, c);
-    else if (rc == 0) dp_bump_version(t);
-    dp_tensor_release(c);
-    return rc;
+    return in_place("broadcast", where, t, false, src);
 }
 
 int dp_dist_all_gather(dp_tensor *const *outs, int n_outs, dp_tensor *t) {

@@ -143,6 +143,20 @@ static const unsigned short binary_flags[DP_NBINARY] = {
 #include "ops.def"
 };
 
+/* A node for an op with the one input in (not yet attached: the caller fills its
+ * parameters and saved tensors, then attaches it to *out), or NULL when the op records
+ * nothing: no node name, no input that wants a gradient, or an error, which releases *out. */
+static dp_node *record1(dp_tensor **out, const char *node_name, dp_backward_fn fn, dp_tensor *in)
+{
+    if (!*out || !node_name || !dp_needs_grad(1, &in)) return NULL;
+    dp_node *node = dp_node_new(node_name, fn, 1, &in);
+    if (!node) {
+        dp_tensor_release(*out);
+        *out = NULL;
+    }
+    return node;
+}
+
 /* ---------------------------------------------------------------- binary */
 
 static bool is_comparison(dp_binary_op op) { return binary_flags[op] & KIND_CMP; }
@@ -252,10 +266,8 @@ dp_tensor *dp_binary_scalar(dp_binary_op op, dp_tensor *a, double s, bool revers
         dp_view o = dp_view_of(out), v = dp_view_of(ac);
         if (dp_backend_for(a->device)->binary_scalar(op, &o, &v, s, reverse)) { dp_tensor_release(out); out = NULL; }
     }
-    const char *node_name = op_table[DP_NUNARY + op].node;
-    if (out && node_name && dp_needs_grad(1, &ac)) {
-        dp_node *node = dp_node_new(node_name, dp_scalar_backward, 1, &ac);
-        if (!node) { dp_tensor_release(out); dp_tensor_release(ac); return NULL; }
+    dp_node *node = record1(&out, op_table[DP_NUNARY + op].node, dp_scalar_backward, ac);
+    if (node) {
         node->ip[0] = op;
         node->ip[1] = reverse;
         node->p[0] = s;
@@ -303,10 +315,8 @@ dp_tensor *dp_unary(dp_unary_op op, dp_tensor *a, double p0, double p1)
         dp_tensor_release(out);
         out = b;
     }
-    const char *node_name = op_table[op].node;
-    if (out && node_name && dp_needs_grad(1, &ac)) {
-        dp_node *node = dp_node_new(node_name, dp_unary_backward, 1, &ac);
-        if (!node) { dp_tensor_release(out); dp_tensor_release(ac); return NULL; }
+    dp_node *node = record1(&out, op_table[op].node, dp_unary_backward, ac);
+    if (node) {
         node->ip[0] = op;
         node->p[0] = p0;
         node->p[1] = p1;
