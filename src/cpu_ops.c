@@ -49,11 +49,32 @@ int cpu_unary(dp_unary_op op, const dp_view *out, const dp_view *in, double p0, 
     return 0;
 }
 
+/* The element count when every view is contiguous in the same layout (one flat run that
+ * needs no iterator), else -1. */
+static int64_t flat_run(int nv, const dp_view *const *v)
+{
+    int64_t n = 1;
+    for (int d = v[0]->ndim - 1; d >= 0; d--) {
+        for (int k = 0; k < nv; k++)
+            if (v[k]->sizes[d] != v[0]->sizes[d] || (v[k]->strides[d] != n && v[0]->sizes[d] != 1)) return -1;
+        n *= v[0]->sizes[d];
+    }
+    return n;
+}
+
 int cpu_binary(dp_binary_op op, const dp_view *out, const dp_view *a, const dp_view *b)
 {
     if ((unsigned)op >= DP_NBINARY || (unsigned)a->dtype >= DP_NDTYPES)
         return dp_error("cpu: binary op %d is not defined for dtype %s", (int)op, dp_dtype_name(a->dtype));
     const dp_view *v[3] = { out, a, b };
+    int64_t n = flat_run(3, v);
+    if (n >= 0 && n < GRAIN) {   /* small contiguous operands: the loop itself, on this thread */
+        static const int64_t unit[3] = { 1, 1, 1 };
+        char *p[3] = { out->data, a->data, b->data };
+        ew_ctx c = { .op = op };
+        binary_fns[a->dtype](&c, n, p, unit);
+        return 0;
+    }
     iter_t it;
     iter_init(&it, 3, v);
     ew_ctx c = { .op = op };
