@@ -1,5 +1,5 @@
 -- The op sweep: every op of the op table (src/ops.def, as torch._C.ops() lists it) that Lua
--- can reach, on the default device, against PyTorch 1.13.  spec/fixtures/op_sweep.lua
+-- can reach, on the default device, against PyTorch 1.13.  spec/fixtures/op_sweep.data
 -- (written by spec/fixtures/make_op_sweep.py) holds each op's cases: inputs of every dtype,
 -- 0-dim, empty and 1-sized shapes, broadcasting, transposed operands, NaN and infinities,
 -- reductions over everything and along each dim; and PyTorch's result (dtype, shape,
@@ -8,7 +8,7 @@
 local torch = require 'torch'
 
 local here = debug.getinfo(1, 'S').source:match('^@(.*)/[^/]*$') or 'spec'
-local fixtures = dofile(here .. '/fixtures/op_sweep.lua')
+local fixtures = dofile(here .. '/fixtures/op_sweep.data')
 
 local RTOL = { float32 = 1e-5, float64 = 1e-12 }
 -- Where an op's gradient is smooth, for gradcheck's inputs (unary: the input; binary: the
