@@ -13,6 +13,14 @@
 #define DP_HD static inline
 #endif
 
+/* x * y + z rounded twice, as the CPU computes it: nvcc would contract it into one fused
+ * multiply-add (rounded once), and the GPU's draws would differ in the last bit. */
+#ifdef __CUDA_ARCH__
+#define DP_RNG_MULADD(x, y, z) __dadd_rn(__dmul_rn((x), (y)), (z))
+#else
+#define DP_RNG_MULADD(x, y, z) ((x) * (y) + (z))
+#endif
+
 DP_HD void dp_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4])
 {
     uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
@@ -54,8 +62,8 @@ DP_HD double dp_rng_value(int dist, int is_f64, uint64_t seed, uint64_t counter,
     uint32_t r[4];
     dp_philox4x32(seed, counter, r);
     switch (dist) {
-    case 0: return a + (b - a) * (is_f64 ? dp_rng_u53(r[0], r[1]) : (double)dp_rng_u24(r[0]));
-    case 1: return a + b * dp_rng_normal(r);
+    case 0: return DP_RNG_MULADD(b - a, is_f64 ? dp_rng_u53(r[0], r[1]) : (double)dp_rng_u24(r[0]), a);
+    case 1: return DP_RNG_MULADD(b, dp_rng_normal(r), a);
     case 2: return (double)dp_rng_int(r, (int64_t)a, (int64_t)b);
     default: return (double)dp_rng_u24(r[0]) >= a ? 1.0 / (1.0 - a) : 0.0;
     }
