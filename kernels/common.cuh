@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "cuda.h"
+#include "../src/opmath.h"
 
 /* Types of this library stay out of its exported symbols (with them, the template
  * instantiations over them). */
@@ -73,6 +74,9 @@ template <typename O, typename C> __device__ __forceinline__ O dp_cvt(C v) { ret
 template <> __device__ __forceinline__ bool dp_cvt<bool, float>(float v) { return v != 0.0f; }
 template <> __device__ __forceinline__ bool dp_cvt<bool, double>(double v) { return v != 0.0; }
 template <> __device__ __forceinline__ bool dp_cvt<bool, int64_t>(int64_t v) { return v != 0; }
+/* floats to int64 as on the CPU: NaN and out of range give INT64_MIN (src/opmath.h) */
+template <> __device__ __forceinline__ int64_t dp_cvt<int64_t, float>(float v) { return dp_float_to_int64(v); }
+template <> __device__ __forceinline__ int64_t dp_cvt<int64_t, double>(double v) { return dp_float_to_int64(v); }
 
 /* Element `off` (in elements) of a buffer of runtime dtype dt, converted to C.  The switch
  * is uniform across a warp, so it costs a predicted branch, not divergence. */

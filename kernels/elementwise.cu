@@ -11,8 +11,6 @@
  * a NaN bound as absent; sign(NaN) is 0; comparisons with NaN are false except ne. */
 #include "common.cuh"
 
-#include "../src/opmath.h"
-
 /* ---------------------------------------------------------------- the op table's formulas */
 
 template <typename T> struct is_float_type { static const bool value = false; };
@@ -151,6 +149,7 @@ static __global__ void scalar_kernel(int op, dp_offsets<2> oc, int64_t n, O *out
 /* A double converted to an element type as the engine's CPU side does (bool: nonzero). */
 template <typename T> static T host_cvt(double v) { return (T)v; }
 template <> bool host_cvt<bool>(double v) { return v != 0.0; }
+template <> int64_t host_cvt<int64_t>(double v) { return dp_float_to_int64(v); }
 
 struct DP_HIDDEN fill_launch {
     const dp_view *out;
@@ -284,7 +283,7 @@ static int launch_scalar(int op, const dp_view *out, const dp_view *a, double sv
     if (n == 0) return 0;
     CUDA_STREAM_OF(out->device, s);
     unsigned g = dp_grid_for(n, DP_THREADS);
-    C c = (C)sv;
+    C c = host_cvt<C>(sv);
     if (contig) scalar_kernel<C, O, true, CMP><<<g, DP_THREADS, 0, s>>>(op, oc, n, (O *)out->data, a->data, a->dtype, c, reverse);
     else scalar_kernel<C, O, false, CMP><<<g, DP_THREADS, 0, s>>>(op, oc, n, (O *)out->data, a->data, a->dtype, c, reverse);
     CUDA_CHECK_LAUNCH("binary_scalar");

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "internal.h"
+#include "opmath.h"
 
 #define GRAIN 131072   /* elements per thread below which a kernel stays on one thread */
 
@@ -78,13 +79,6 @@ static inline void store_d(char *p, int dt, double v)
     }
 }
 
-/* A double as an int64 element: NaN and values out of range give INT64_MIN, as x86's
- * conversion (and so PyTorch on the CPU) does, instead of undefined behaviour. */
-static inline int64_t cpu_double_to_int64(double v)
-{
-    return v == v && v >= -9223372036854775808.0 && v < 9223372036854775808.0 ? (int64_t)v : INT64_MIN;
-}
-
 /* One value of like's dtype, seen through a view of like's shape with every stride 0: the
  * scalar operand of fill and of tensor-scalar ops.  *cell holds the value. */
 typedef union { float f; double d; int64_t i; bool b; } cpu_scalar;
@@ -93,7 +87,7 @@ static inline dp_view cpu_scalar_view(const dp_view *like, double v, cpu_scalar 
     switch (like->dtype) {
     case DP_FLOAT32: cell->f = (float)v; break;
     case DP_FLOAT64: cell->d = v; break;
-    case DP_INT64: cell->i = cpu_double_to_int64(v); break;
+    case DP_INT64: cell->i = dp_float_to_int64(v); break;
     default: cell->b = v != 0; break;
     }
     dp_view sc = *like;

@@ -63,6 +63,13 @@ DP_OPMATH_FN double m_pow(double x, double y) { return pow(x, y); }
 #define m_remainder(x, y) _Generic((x), float: dp_fremf, double: dp_frem, default: dp_irem)((x), (y))
 #endif
 
+/* A float as int64: NaN and values out of range give INT64_MIN, as x86's conversion does
+ * (and so PyTorch on the CPU), on every backend, instead of undefined behaviour. */
+DP_OPMATH_FN int64_t dp_float_to_int64(double v)
+{
+    return v == v && v >= -9223372036854775808.0 && v < 9223372036854775808.0 ? (int64_t)v : INT64_MIN;
+}
+
 /* integers: division by zero gives 0 (PyTorch raises; the engine never divides integers:
  * true division promotes to float); powers by squaring, negative exponents as PyTorch */
 DP_OPMATH_FN int64_t dp_iabs(int64_t x) { return x < 0 ? -x : x; }
