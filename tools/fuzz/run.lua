@@ -8,14 +8,32 @@
 --   fail I STEP MSG     the first disagreement of program I: a value, dtype or shape that
 --                       differs, or dplua raising where PyTorch did not; STEP is the step's
 --                       number or "final" (the values after every in-place write)
---   note I STEP MSG     PyTorch raised and dplua did not: dplua may be more permissive by
---                       design, so this is listed but does not fail
+--   note I STEP MSG     PyTorch raised and dplua did not (dplua may be more permissive by
+--                       design), or dplua raised one of the STRICTER errors below: listed,
+--                       but not a failure
 --   done I
--- A program stops at its first failure (later steps would only repeat it).
+-- A program stops at its first failure or note (later steps would only repeat it, or work
+-- on values PyTorch never had).
 local torch = require 'torch'
 
 local here = debug.getinfo(1, 'S').source:match('^@(.*)/[^/]*$') or 'tools/fuzz'
 local compare = dofile(here .. '/compare.lua')
+
+-- Where dplua raises by design and PyTorch computes: a pattern of dplua's message, and why.
+local STRICTER = {
+  { 'in%-place operation %S+ on a tensor that requires grad is not supported',
+    'in-place ops on tensors that require grad are refused' },
+  { 'matmul: expected both operands to have the same dtype', 'matmul does not promote' },
+  { 'matmul: not supported for bool tensors', 'matmul has no bool kernel' },
+  { 'more than one element of the written%-to tensor refers to a single memory location',
+    'writes into expanded views are refused even when they have no elements' },
+}
+
+local function stricter(err)
+  for _, s in ipairs(STRICTER) do
+    if tostring(err):find(s[1]) then return s[2] end
+  end
+end
 
 local function one_line(s)
   return (tostring(s):gsub('\n.*', ''))
@@ -33,7 +51,12 @@ local function run_program(p, i)
     local chunk = assert(load(step.lua, 'step ' .. s, 't', env))
     local ok, err = pcall(chunk)
     if ok and step.error then
+      -- what dplua computed (or wrote in place) has no PyTorch twin: the program ends here
       print(('note %d %d PyTorch raised, dplua did not: %s  [%s]'):format(i, s, one_line(step.error), step.lua))
+      return true
+    elseif not ok and not step.error and stricter(err) then
+      print(('note %d %d dplua stricter by design (%s): %s  [%s]'):format(i, s, stricter(err), one_line(err), step.lua))
+      return true
     elseif not ok and not step.error then
       local what = {}
       for k, r in ipairs(step.results) do what[k] = r.var .. ' = ' .. describe(r) end
