@@ -200,3 +200,11 @@ install: all
 # build-*/ folders of spec/gpu/bundle and bench (BUILD=build-bench)
 clean:
 	rm -rf $(sort build $(BUILD) $(ASAN_BUILD) $(EMU)) build-*/
+
+# the differential fuzzer against PyTorch (tools/fuzz): make fuzz SECONDS=60 [SEED=1];
+# failing programs are left as reproducers under $(BUILD)/fuzz-findings
+SECONDS ?= 60
+SEED ?= 1
+fuzz: all
+	BUILD=$(BUILD) tools/fuzz/fuzz --seed $(SEED) --seconds $(SECONDS)
+.PHONY: fuzz
