@@ -20,9 +20,22 @@ static int binary(lua_State *L, dp_binary_op op, int ia, int ib)
         return luaL_typeerror(L, ia, "tensor");
     dp_tensor *t = a ? a : b;
     int sarg = a ? ib : ia;
+    if (lua_isboolean(L, sarg)) {
+        /* a boolean is a 0-dim bool tensor: with a bool tensor, ops that keep bools do */
+        dp_tensor **sb = lt_newslot(L);
+        lt_done(L, *sb = dp_full(0, NULL, lua_toboolean(L, sarg), DP_BOOL, dp_cpu()));
+        dp_tensor **slot = lt_newslot(L);
+        return lt_done(L, *slot = a ? dp_binary(op, a, *sb) : dp_binary(op, *sb, b));
+    }
     double s = lt_checkscalar(L, sarg);
+    if (!lua_isinteger(L, sarg) && !dp_dtype_is_float(t->dtype)) {
+        /* a Lua float makes an integer or bool tensor float32, even when it is whole (2.0) */
+        dp_tensor **tf = lt_newslot(L);
+        lt_done(L, *tf = dp_to(t, t->device, DP_FLOAT32, false));
+        t = *tf;
+    }
     dp_tensor **slot = lt_newslot(L);
-    return lt_done(L, *slot = dp_binary_scalar(op, t, s, b != NULL));   /* the engine promotes */
+    return lt_done(L, *slot = dp_binary_scalar(op, t, s, b != NULL));
 }
 
 /* add/sub take an optional alpha: a + alpha * b */
@@ -38,7 +51,13 @@ static int add_sub(lua_State *L, dp_binary_op op)
     if (op == DP_SUB && ((a && a->dtype == DP_BOOL) || (b && b->dtype == DP_BOOL)))
         return binary(L, op, 1, 2);   /* the engine refuses it, with PyTorch's message */
     lua_settop(L, 3);              /* alpha keeps its kind: an integer alpha keeps integers integral */
-    binary(L, DP_MUL, 2, 3);       /* alpha * b at 4 */
+    if (b) binary(L, DP_MUL, 2, 3);  /* alpha * b at 4 */
+    else {
+        lt_checkscalar(L, 2);
+        lua_pushvalue(L, 2);
+        lua_pushvalue(L, 3);
+        lua_arith(L, LUA_OPMUL);
+    }
     return binary(L, op, 1, 4);
 }
 
@@ -74,6 +93,7 @@ static void clamp_bounds(lua_State *L, double *lo, double *hi)
         ilo = 3;
         ihi = 4;
     }
+    lua_settop(L, ihi);   /* the bounds are the last two values */
     if (lua_isnoneornil(L, ilo) && lua_isnoneornil(L, ihi))
         luaL_error(L, "clamp: at least one of min and max must be given");
     *lo = lua_isnoneornil(L, ilo) ? NAN : luaL_checknumber(L, ilo);
@@ -104,10 +124,19 @@ static int clamp_tensors(lua_State *L)
 static int o_clamp(lua_State *L)
 {
     double lo, hi;
-    lt_check(L, 1);
+    dp_tensor *t = lt_check(L, 1);
     if (lt_test(L, 2) || lt_test(L, 3))
         return clamp_tensors(L);
     clamp_bounds(L, &lo, &hi);
+    int top = lua_gettop(L);
+    bool float_bound = (!lua_isnil(L, top - 1) && !lua_isinteger(L, top - 1)) || (!lua_isnil(L, top) && !lua_isinteger(L, top));
+    if (float_bound && !dp_dtype_is_float(t->dtype)) {
+        /* a float bound makes an integer tensor float32, as any Lua float operand does */
+        dp_tensor **slot = lt_newslot(L), *tf;
+        lt_done(L, tf = *slot = dp_to(t, t->device, DP_FLOAT32, false));
+        dp_tensor **out = lt_newslot(L);
+        return lt_done(L, *out = dp_unary(DP_CLAMP, tf, lo, hi));
+    }
     return unary(L, DP_CLAMP, lo, hi);
 }
 

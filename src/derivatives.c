@@ -121,8 +121,8 @@ int dp_binary_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
     case DP_SUB: GRADS(g, NEG(g)); break;
     case DP_MUL: GRADS(MUL(g, b), MUL(g, a)); break;
     case DP_DIV: GRADS(DIV(g, b), NEG(DIV(MUL(g, a), MUL(b, b)))); break;
-    case DP_POW:   /* d/db reads log(a) as 0 where a == 0 */
-        GRADS(MUL(g, MUL(b, POW(a, ADDS(b, -1)))),
+    case DP_POW:   /* d/da is 0 where b == 0 (a^(b-1) read as a^0 there); d/db reads log(a) as 0 where a == 0 */
+        GRADS(MUL(g, MUL(b, POW(a, MUL(ADDS(b, -1), AS(CMPS(DP_NE, b, 0), b))))),
               MUL(g, MUL(POW(a, b), LOG(ADD(a, AS(CMPS(DP_EQ, a, 0), a))))));
         break;
     case DP_MAXIMUM: GRADS(MUL(g, win_share(s, GT(a, b), EQ(a, b), g)), MUL(g, win_share(s, LT(a, b), EQ(a, b), g))); break;
@@ -164,7 +164,7 @@ int dp_scalar_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
     case DP_DIV: r = rev ? MULS(DIV(g, MUL(x, x)), -v) : DIVS(g, v); break;   /* d(v/x) = -v/x^2 */
     case DP_POW:
         r = rev ? MULS(MUL(g, RPOW(v, x)), log(v))                           /* v^x log v */
-                : MULS(MUL(g, v == 2 ? x : POWS(x, v - 1)), v);               /* v x^(v-1) */
+                : v == 0 ? ZEROS(g) : MULS(MUL(g, v == 2 ? x : POWS(x, v - 1)), v);   /* v x^(v-1) */
         break;
     case DP_ATAN2:   /* atan2(x, v): v / (x^2 + v^2); atan2(v, x) when reversed: -v / (x^2 + v^2) */
         r = MULS(DIV(g, ADDS(MUL(x, x), v * v)), rev ? -v : v);

@@ -346,7 +346,7 @@ static int inplace_check(dp_tensor *self, const char *op)
 
 int dp_binary_(dp_binary_op op, dp_tensor *self, dp_tensor *other)
 {
-    if (inplace_check(self, op_table[DP_NUNARY + op].name)) return -1;
+    if (inplace_check(self, op_table[DP_NUNARY + op].name) || check_bools(op, self->dtype, other->dtype)) return -1;
     if (other->ndim > 0 || other->device.type != DP_DEVICE_CPU) {
         if (dp_check_same_device(2, (dp_tensor *const[]){ self, other })) return -1;
     }
@@ -373,7 +373,7 @@ int dp_binary_(dp_binary_op op, dp_tensor *self, dp_tensor *other)
 
 int dp_binary_scalar_(dp_binary_op op, dp_tensor *self, double s)
 {
-    if (inplace_check(self, op_table[DP_NUNARY + op].name)) return -1;
+    if (inplace_check(self, op_table[DP_NUNARY + op].name) || check_bools(op, self->dtype, DP_INT64)) return -1;
     if (!dp_dtype_is_float(self->dtype) && ((binary_flags[op] & (KIND_FLOAT | KIND_FLOATONLY)) || s != floor(s)))
         return dp_error("result type float32 can't be cast to the desired output type %s", dp_dtype_name(self->dtype));
     dp_view o = dp_view_of(self);
