@@ -650,6 +650,7 @@ static const dp_backend g_cuda_backend = {
     /* unary                */ dp_cuda_unary,
     /* binary               */ dp_cuda_binary,
     /* binary_scalar        */ dp_cuda_binary_scalar,
+    /* where                */ dp_cuda_where,
     /* reduce               */ dp_cuda_reduce,
     /* softmax              */ dp_cuda_softmax,
     /* softmax_backward     */ dp_cuda_softmax_backward,

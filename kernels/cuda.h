@@ -54,6 +54,7 @@ DP_CUDA_INTERNAL int dp_cuda_fill(const dp_view *out, double value);
 DP_CUDA_INTERNAL int dp_cuda_copy(const dp_view *out, const dp_view *in);
 DP_CUDA_INTERNAL int dp_cuda_unary(dp_unary_op op, const dp_view *out, const dp_view *in, double p0, double p1);
 DP_CUDA_INTERNAL int dp_cuda_binary(dp_binary_op op, const dp_view *out, const dp_view *a, const dp_view *b);
+DP_CUDA_INTERNAL int dp_cuda_where(const dp_view *out, const dp_view *cond, const dp_view *a, const dp_view *b);
 DP_CUDA_INTERNAL int dp_cuda_binary_scalar(dp_binary_op op, const dp_view *out, const dp_view *a, double s, bool reverse);
 
 /* ---- reduce.cu */

@@ -144,6 +144,16 @@ static __global__ void scalar_kernel(int op, dp_offsets<2> oc, int64_t n, O *out
     }
 }
 
+template <typename O, bool CONTIG>
+static __global__ void where_kernel(dp_offsets<4> oc, int64_t n, O *out, const bool *cond, const O *a, const O *b)
+{
+    GRID_STRIDE(i, n) {
+        int64_t off[4] = { i, i, i, i };
+        if (!CONTIG) oc.get(i, off);
+        out[off[0]] = cond[off[1]] ? a[off[2]] : b[off[3]];
+    }
+}
+
 /* ---------------------------------------------------------------- launchers */
 
 /* A double converted to an element type as the engine's CPU side does (bool: nonzero). */
@@ -312,5 +322,32 @@ extern "C" int dp_cuda_binary_scalar(dp_binary_op op, const dp_view *out, const 
 {
     if ((unsigned)op >= DP_NBINARY) return dp_cuda_error("CUDA binary_scalar: unknown op %d", op);
     scalar_launch f = { op, out, a, s, reverse };
+    return DP_DISPATCH_OUT(out->dtype, f);
+}
+
+struct DP_HIDDEN where_launch {
+    const dp_view *out, *cond, *a, *b;
+    template <typename O> int run() const
+    {
+        const dp_view *vs[4] = { out, cond, a, b };
+        dp_offsets<4> oc;
+        bool contig;
+        int64_t n = dp_make_offsets<4>(&oc, vs, &contig);
+        if (n == 0) return 0;
+        CUDA_STREAM_OF(out->device, s);
+        unsigned g = dp_grid_for(n, DP_THREADS);
+        const bool *c = (const bool *)cond->data;
+        if (contig) where_kernel<O, true><<<g, DP_THREADS, 0, s>>>(oc, n, (O *)out->data, c, (const O *)a->data, (const O *)b->data);
+        else where_kernel<O, false><<<g, DP_THREADS, 0, s>>>(oc, n, (O *)out->data, c, (const O *)a->data, (const O *)b->data);
+        CUDA_CHECK_LAUNCH("where");
+        return 0;
+    }
+};
+
+extern "C" int dp_cuda_where(const dp_view *out, const dp_view *cond, const dp_view *a, const dp_view *b)
+{
+    if (cond->dtype != DP_BOOL || a->dtype != out->dtype || b->dtype != out->dtype)
+        return dp_cuda_error("CUDA where: dtypes %d, %d, %d into %d", cond->dtype, a->dtype, b->dtype, out->dtype);
+    where_launch f = { out, cond, a, b };
     return DP_DISPATCH_OUT(out->dtype, f);
 }

@@ -310,6 +310,73 @@ static int o_normal_(lua_State *L)
     return self_or_raise(L, dp_normal_(t, mean, std));
 }
 
+/* ------------------------------------------------------------------ where, masked_fill */
+
+/* The operand at idx as a tensor: a tensor as it is, a Lua number or boolean as a 0-dim
+ * tensor (an integer as int64, a float as float32, a boolean as bool, as PyTorch takes a
+ * Python scalar) pushed on the stack. */
+static dp_tensor *operand(lua_State *L, int idx, const char *fname)
+{
+    dp_tensor *t = lt_test(L, idx);
+    if (t)
+        return t;
+    dp_dtype dt = lua_isboolean(L, idx) ? DP_BOOL : lua_isinteger(L, idx) ? DP_INT64 : DP_FLOAT32;
+    if (!lua_isboolean(L, idx) && !lua_isnumber(L, idx))
+        luaL_error(L, "%s: argument %d must be a tensor, a number or a boolean, got %s", fname, idx, luaL_typename(L, idx));
+    double v = lua_isboolean(L, idx) ? lua_toboolean(L, idx) : lua_tonumber(L, idx);
+    dp_tensor **slot = lt_newslot(L);
+    lt_done(L, *slot = dp_full(0, NULL, v, dt, dp_cpu()));
+    return *slot;
+}
+
+/* torch.where(cond, a, b): a where cond is true, else b; a and b tensors or numbers */
+static int o_where(lua_State *L)
+{
+    dp_tensor *cond = lt_check(L, 1);
+    lua_settop(L, 3);
+    dp_tensor *a = operand(L, 2, "where"), *b = operand(L, 3, "where");
+    dp_tensor **slot = lt_newslot(L);
+    return lt_done(L, *slot = dp_where(cond, a, b));
+}
+
+/* t:masked_fill(mask, value): value (a number or a 0-dim tensor, converted to t's dtype)
+ * where mask is true; mask broadcasts to t's shape */
+static dp_tensor *masked_fill(lua_State *L)
+{
+    dp_tensor *t = lt_check(L, 1), *mask = lt_check(L, 2);
+    lua_settop(L, 3);
+    dp_tensor *v = operand(L, 3, "masked_fill");
+    if (v->ndim != 0)
+        luaL_error(L, "masked_fill only supports a 0-dimensional value tensor, but got one with %d dimensions", v->ndim);
+    dp_tensor **vt = lt_newslot(L);
+    lt_done(L, *vt = dp_to(v, v->device, t->dtype, false));
+    dp_tensor **slot = lt_newslot(L);
+    lt_done(L, *slot = dp_where(mask, *vt, t));
+    if (!dp_same_shape(*slot, t)) {
+        char a[64], b[64];
+        luaL_error(L, "masked_fill: the mask of shape %s does not broadcast to the tensor's shape %s",
+                   dp_shape_str(mask->ndim, mask->sizes, a, sizeof a), dp_shape_str(t->ndim, t->sizes, b, sizeof b));
+    }
+    return *slot;
+}
+
+static int o_masked_fill(lua_State *L)
+{
+    masked_fill(L);
+    return 1;
+}
+
+static int o_masked_fill_(lua_State *L)
+{
+    dp_tensor *filled = masked_fill(L);
+    if (dp_copy_(lt_check(L, 1), filled) != 0)
+        return lt_raise(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
+const luaL_Reg lt_op_functions[] = { { "where", o_where }, { NULL, NULL } };
+
 /* ------------------------------------------------------------------ the op table's rows */
 
 /* Rows whose BIND is AUTO get a C function here, named after the op: t:name(...) and
@@ -349,13 +416,13 @@ const luaL_Reg lt_math_functions[] = {
     { "clamp", o_clamp }, { "sum", o_sum }, { "mean", o_mean }, { "max", o_max }, { "min", o_min },
     { "argmax", o_argmax }, { "argmin", o_argmin }, { "softmax", o_softmax },
     { "log_softmax", o_log_softmax }, { "matmul", o_matmul }, { "mm", o_mm }, { "addmm", o_addmm },
-    { NULL, NULL }
+    { "masked_fill", o_masked_fill }, { NULL, NULL }
 };
 
 const luaL_Reg lt_math_methods[] = {
     { "add_", o_add_ }, { "sub_", o_sub_ }, { "mul_", o_mul_ }, { "div_", o_div_ },
     { "clamp_", o_clamp_ }, { "zero_", o_zero_ }, { "fill_", o_fill_ }, { "copy_", o_copy_ },
-    { "uniform_", o_uniform_ }, { "normal_", o_normal_ }, { NULL, NULL }
+    { "uniform_", o_uniform_ }, { "normal_", o_normal_ }, { "masked_fill_", o_masked_fill_ }, { NULL, NULL }
 };
 
 /* torch._C.ops(): the op table as a list of rows {family=, name=, bind=, node=, node_dim=,

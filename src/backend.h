@@ -47,6 +47,8 @@ typedef struct dp_backend {
     /* out's dtype is the result dtype (bool for comparisons); a and b have the compute dtype */
     int (*binary)(dp_binary_op op, const dp_view *out, const dp_view *a, const dp_view *b);
     int (*binary_scalar)(dp_binary_op op, const dp_view *out, const dp_view *a, double s, bool reverse);
+    /* out = cond ? a : b elementwise; cond is bool, a and b have out's dtype (all broadcast) */
+    int (*where)(const dp_view *out, const dp_view *cond, const dp_view *a, const dp_view *b);
     /* reduce `in` along dim (dim < 0: all) into out (out has in's shape with dim removed,
      * or a 0-dim view).  For max/min/argmax/argmin, idx (int64, may be NULL) receives the
      * 0-based index along dim. */

@@ -142,7 +142,7 @@ void iter_init(iter_t *it, int nops, const dp_view *const *v)
 /* the inner run of outer index o */
 static inline void iter_outer(const iter_t *it, inner_fn fn, void *ctx, int64_t o, int64_t inner, const int64_t *s)
 {
-    char *p[3];
+    char *p[ITER_MAX_OPS];
     int64_t rem = o;
     for (int k = 0; k < it->nops; k++) p[k] = it->base[k];
     for (int d = it->ndim - 2; d >= 0; d--) {
@@ -159,7 +159,7 @@ typedef struct { const iter_t *it; inner_fn fn; void *ctx; int64_t inner; const 
 static void iter_inner_range(void *c, int64_t lo, int64_t hi, int part)
 {
     const iter_job *j = c;
-    char *p[3];
+    char *p[ITER_MAX_OPS];
     for (int k = 0; k < j->it->nops; k++) p[k] = j->it->base[k] + lo * j->s[k] * j->it->esize[k];
     j->fn(j->ctx, hi - lo, p, j->s);
 }
@@ -177,7 +177,7 @@ void iter_run(iter_t *it, inner_fn fn, void *ctx)
         if (it->sizes[d] == 0) return;   /* a 0-sized dimension: nothing to do */
     int64_t inner = it->sizes[nd - 1], outer = 1;
     for (int d = 0; d < nd - 1; d++) outer *= it->sizes[d];
-    int64_t s[3];
+    int64_t s[ITER_MAX_OPS];
     for (int k = 0; k < nops; k++) s[k] = it->strides[k][nd - 1];
     iter_job j = { it, fn, ctx, inner, s };
     if (outer == 1) dp_parallel(inner, GRAIN, iter_inner_range, &j);
@@ -469,6 +469,7 @@ const dp_backend dp_cpu_backend = {
     .unary = cpu_unary,
     .binary = cpu_binary,
     .binary_scalar = cpu_binary_scalar,
+    .where = cpu_where,
     .reduce = cpu_reduce,
     .softmax = cpu_softmax,
     .softmax_backward = cpu_softmax_backward,

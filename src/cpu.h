@@ -26,12 +26,14 @@
  * Up to three operands of one shape; dimensions are collapsed where every operand is
  * contiguous across them, then the last dimension is the inner loop. */
 
+#define ITER_MAX_OPS 4   /* out and up to three inputs (where: cond, a, b) */
+
 typedef struct {
     int ndim, nops;
     int64_t sizes[DP_MAX_DIMS];
-    int64_t strides[3][DP_MAX_DIMS];   /* in elements */
-    char *base[3];
-    int esize[3];
+    int64_t strides[ITER_MAX_OPS][DP_MAX_DIMS];   /* in elements */
+    char *base[ITER_MAX_OPS];
+    int esize[ITER_MAX_OPS];
 } iter_t;
 
 typedef void (*inner_fn)(void *ctx, int64_t n, char **p, const int64_t *s);
@@ -100,6 +102,7 @@ static inline dp_view cpu_scalar_view(const dp_view *like, double v, cpu_scalar 
 int cpu_unary(dp_unary_op op, const dp_view *out, const dp_view *in, double p0, double p1);
 int cpu_binary(dp_binary_op op, const dp_view *out, const dp_view *a, const dp_view *b);
 int cpu_binary_scalar(dp_binary_op op, const dp_view *out, const dp_view *a, double s, bool reverse);
+int cpu_where(const dp_view *out, const dp_view *cond, const dp_view *a, const dp_view *b);
 int cpu_reduce(dp_reduce_op op, const dp_view *out, const dp_view *idx, const dp_view *in, int dim);
 
 #endif

@@ -90,6 +90,35 @@ int cpu_binary_scalar(dp_binary_op op, const dp_view *out, const dp_view *a, dou
     return reverse ? cpu_binary(op, out, &sc, a) : cpu_binary(op, out, a, &sc);
 }
 
+/* ---------------------------------------------------------------- where */
+
+/* where only moves elements, so one function per element size serves every dtype */
+#define WHERE_FN(NAME, T)                                                                  \
+    static void NAME(void *c, int64_t n, char **p, const int64_t *s)                       \
+    {                                                                                      \
+        T *o = (T *)p[0];                                                                  \
+        const bool *m = (const bool *)p[1];                                                \
+        const T *a = (const T *)p[2], *b = (const T *)p[3];                                \
+        for (int64_t i = 0; i < n; i++) o[i * s[0]] = m[i * s[1]] ? a[i * s[2]] : b[i * s[3]]; \
+    }
+WHERE_FN(where_1, uint8_t)
+WHERE_FN(where_4, uint32_t)
+WHERE_FN(where_8, uint64_t)
+
+int cpu_where(const dp_view *out, const dp_view *cond, const dp_view *a, const dp_view *b)
+{
+    size_t es = dp_dtype_size(out->dtype);
+    inner_fn fn = es == 1 ? where_1 : es == 4 ? where_4 : es == 8 ? where_8 : NULL;
+    if (!fn || cond->dtype != DP_BOOL || a->dtype != out->dtype || b->dtype != out->dtype)
+        return dp_error("cpu: where on dtypes %s, %s, %s into %s", dp_dtype_name(cond->dtype), dp_dtype_name(a->dtype),
+                        dp_dtype_name(b->dtype), dp_dtype_name(out->dtype));
+    const dp_view *v[4] = { out, cond, a, b };
+    iter_t it;
+    iter_init(&it, 4, v);
+    iter_run(&it, fn, NULL);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- reductions */
 
 /* Sums of contiguous data: vector lanes accumulate in double (still faster than memory

@@ -83,11 +83,27 @@ static dp_tensor *as(scope *s, dp_tensor *a, const dp_tensor *like)
 #define AS(mask, like) as(s, mask, like)
 #define ZEROS(like) own(s, dp_zeros((like)->ndim, (like)->sizes, (like)->dtype, (like)->device))
 
-/* The gradient share of a in maximum(a, b) (gt: GT; LT for minimum): 1 where a wins, 1/2 on
- * a tie, 0 where b wins, as PyTorch 1.13. */
-static dp_tensor *win_share(scope *s, dp_tensor *wins, dp_tensor *ties, const dp_tensor *like)
+/* cond ? a : 0 and cond ? 0 : a (masking, so a NaN outside the mask stays out) */
+static dp_tensor *keep(scope *s, dp_tensor *cond, dp_tensor *a)
 {
-    return ADD(AS(wins, like), MULS(AS(ties, like), 0.5));
+    if (!cond || !a) return NULL;
+    dp_tensor *zero = own(s, dp_zeros(0, NULL, a->dtype, a->device));
+    return zero ? own(s, dp_where(cond, a, zero)) : NULL;
+}
+static dp_tensor *drop(scope *s, dp_tensor *cond, dp_tensor *a)
+{
+    if (!cond || !a) return NULL;
+    dp_tensor *zero = own(s, dp_zeros(0, NULL, a->dtype, a->device));
+    return zero ? own(s, dp_where(cond, zero, a)) : NULL;
+}
+#define KEEP(cond, a) keep(s, cond, a)
+#define DROP(cond, a) drop(s, cond, a)
+
+/* a's gradient in maximum(a, b) from g (wins: where a wins; LT for minimum): g where a wins,
+ * g / 2 on a tie, 0 where b wins, as PyTorch 1.13 (masked, so a NaN elsewhere stays out). */
+static dp_tensor *win_grad(scope *s, dp_tensor *g, dp_tensor *wins, dp_tensor *ties)
+{
+    return ADD(KEEP(wins, g), KEEP(ties, MULS(g, 0.5)));
 }
 
 /* The one input's gradient r (owned by the scope, or g itself) as a new reference. */
@@ -105,6 +121,19 @@ static int reduce_to_input(dp_node *n, int i, dp_tensor *g, dp_tensor **gin)
     if (!g) return -1;
     gin[i] = dp_sum_to(g, n->in[i].ndim, n->in[i].sizes);
     return gin[i] ? 0 : -1;
+}
+
+
+int dp_where_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
+{
+    scope sc = { .n = 0 }, *s = &sc;
+    dp_tensor *cond = dp_saved(n, 0);
+    if (!cond) return -1;
+    int rc = 0;
+    if (DP_NEEDS_INPUT(n, 0)) rc |= reduce_to_input(n, 0, KEEP(cond, g), gin);
+    if (DP_NEEDS_INPUT(n, 1)) rc |= reduce_to_input(n, 1, DROP(cond, g), gin);
+    scope_close(s);
+    return rc ? -1 : 0;
 }
 
 int dp_binary_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
@@ -125,8 +154,8 @@ int dp_binary_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
         GRADS(MUL(g, MUL(b, POW(a, MUL(ADDS(b, -1), AS(CMPS(DP_NE, b, 0), b))))),
               MUL(g, MUL(POW(a, b), LOG(ADD(a, AS(CMPS(DP_EQ, a, 0), a))))));
         break;
-    case DP_MAXIMUM: GRADS(MUL(g, win_share(s, GT(a, b), EQ(a, b), g)), MUL(g, win_share(s, LT(a, b), EQ(a, b), g))); break;
-    case DP_MINIMUM: GRADS(MUL(g, win_share(s, LT(a, b), EQ(a, b), g)), MUL(g, win_share(s, GT(a, b), EQ(a, b), g))); break;
+    case DP_MAXIMUM: GRADS(win_grad(s, g, GT(a, b), EQ(a, b)), win_grad(s, g, LT(a, b), EQ(a, b))); break;
+    case DP_MINIMUM: GRADS(win_grad(s, g, LT(a, b), EQ(a, b)), win_grad(s, g, GT(a, b), EQ(a, b))); break;
     case DP_ATAN2: {   /* d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2) */
         dp_tensor *q = ADD(MUL(a, a), MUL(b, b));
         GRADS(MUL(g, DIV(b, q)), NEG(MUL(g, DIV(a, q))));
@@ -172,8 +201,8 @@ int dp_scalar_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
     case DP_HYPOT: r = MUL(g, DIV(x, POWS(ADDS(MUL(x, x), v * v), 0.5))); break;
     case DP_FMOD: r = rev ? NEG(MUL(g, TRUNC(RDIV(v, x)))) : g; break;
     case DP_REMAINDER: r = rev ? NEG(MUL(g, FLOOR(RDIV(v, x)))) : g; break;
-    case DP_MAXIMUM: r = MUL(g, win_share(s, CMPS(DP_GT, x, v), CMPS(DP_EQ, x, v), g)); break;
-    case DP_MINIMUM: r = MUL(g, win_share(s, CMPS(DP_LT, x, v), CMPS(DP_EQ, x, v), g)); break;
+    case DP_MAXIMUM: r = win_grad(s, g, CMPS(DP_GT, x, v), CMPS(DP_EQ, x, v)); break;
+    case DP_MINIMUM: r = win_grad(s, g, CMPS(DP_LT, x, v), CMPS(DP_EQ, x, v)); break;
     default:
         return dp_error("%s is not differentiable", n->name);
     }

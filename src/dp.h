@@ -253,6 +253,9 @@ dp_tensor *dp_binary(dp_binary_op op, dp_tensor *a, dp_tensor *b);
 /* a op s, or s op a when reverse. */
 dp_tensor *dp_binary_scalar(dp_binary_op op, dp_tensor *a, double s, bool reverse);
 dp_tensor *dp_unary(dp_unary_op op, dp_tensor *a, double p0, double p1);
+/* cond ? a : b elementwise (cond bool; the three broadcast; a and b promote as a binary op;
+ * a 0-dim CPU tensor joins any device); differentiable in a and b. */
+dp_tensor *dp_where(dp_tensor *cond, dp_tensor *a, dp_tensor *b);
 
 /* Result dtype of a binary op between dtypes (PyTorch promotion, no int/bool division). */
 dp_dtype dp_promote(dp_dtype a, dp_dtype b);

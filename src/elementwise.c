@@ -328,6 +328,57 @@ dp_tensor *dp_unary(dp_unary_op op, dp_tensor *a, double p0, double p1)
     return out;
 }
 
+/* ---------------------------------------------------------------- where */
+
+/* t on dev: a 0-dim CPU tensor joins a tensor on any device, as in binary ops */
+static dp_tensor *join_device(dp_tensor *t, dp_device dev)
+{
+    if (dp_device_eq(t->device, dev)) { dp_tensor_retain(t); return t; }
+    if (t->ndim == 0 && t->device.type == DP_DEVICE_CPU && t->device.index == 0) return dp_to(t, dev, t->dtype, false);
+    char a[32], b[32];
+    dp_error("where: expected all tensors to be on the same device, but found %s and %s", dp_device_str(dev, a),
+             dp_device_str(t->device, b));
+    return NULL;
+}
+
+dp_tensor *dp_where(dp_tensor *cond, dp_tensor *a, dp_tensor *b)
+{
+    if (cond->dtype != DP_BOOL) {
+        dp_error("where: the condition must be a bool tensor, got %s", dp_dtype_name(cond->dtype));
+        return NULL;
+    }
+    /* the device: the first operand that is not a 0-dim CPU tensor */
+    dp_tensor *const all[3] = { cond, a, b };
+    dp_device dev = cond->device;
+    for (int i = 0; i < 3; i++)
+        if (all[i]->ndim > 0 || all[i]->device.type != DP_DEVICE_CPU) { dev = all[i]->device; break; }
+    int nd, nd2;
+    int64_t s1[DP_MAX_DIMS], sizes[DP_MAX_DIMS];
+    if (dp_broadcast_shape(cond->ndim, cond->sizes, a->ndim, a->sizes, &nd, s1) ||
+        dp_broadcast_shape(nd, s1, b->ndim, b->sizes, &nd2, sizes))
+        return NULL;
+    dp_dtype ct = promote_tensors(a, b);
+    dp_tensor *cc = join_device(cond, dev), *am = cc ? join_device(a, dev) : NULL, *bm = am ? join_device(b, dev) : NULL;
+    dp_tensor *ac = bm ? dp_to(am, dev, ct, false) : NULL, *bc = ac ? dp_to(bm, dev, ct, false) : NULL;
+    dp_tensor *out = bc ? dp_empty(nd2, sizes, ct, dev) : NULL;
+    if (out && dp_numel(out)) {
+        dp_view o = dp_view_of(out), vc = dp_broadcast_view(cc, nd2, sizes), va = dp_broadcast_view(ac, nd2, sizes),
+                vb = dp_broadcast_view(bc, nd2, sizes);
+        if (dp_backend_for(dev)->where(&o, &vc, &va, &vb)) { dp_tensor_release(out); out = NULL; }
+    }
+    if (out && dp_needs_grad(2, (dp_tensor *const[]){ ac, bc })) {
+        dp_node *node = dp_node_new("WhereBackward0", dp_where_backward, 2, (dp_tensor *const[]){ ac, bc });
+        if (!node) { dp_tensor_release(out); out = NULL; }
+        else {
+            dp_node_save(node, 0, cc);
+            dp_attach(out, node);
+        }
+    }
+    dp_tensor_release(cc); dp_tensor_release(am); dp_tensor_release(bm);
+    dp_tensor_release(ac); dp_tensor_release(bc);
+    return out;
+}
+
 /* ---------------------------------------------------------------- in-place */
 
 /* Refuses in-place writes autograd depends on, and writes to a tensor whose elements share

@@ -95,5 +95,6 @@ dp_view dp_broadcast_view(const dp_tensor *t, int ndim, const int64_t *sizes);
 int dp_unary_backward(dp_node *n, dp_tensor *g, dp_tensor **gin);
 int dp_binary_backward(dp_node *n, dp_tensor *g, dp_tensor **gin);
 int dp_scalar_backward(dp_node *n, dp_tensor *g, dp_tensor **gin);
+int dp_where_backward(dp_node *n, dp_tensor *g, dp_tensor **gin);   /* saves cond in slot 0 */
 
 #endif

@@ -63,16 +63,17 @@ static int reduce_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
         return gin[0] ? 0 : -1;
     }
     /* max / min: the gradient goes to the chosen element (with dim), or is shared evenly
-     * between the tied extreme elements (without dim), as PyTorch does */
-    dp_tensor *x = dp_saved(n, 0), *r = dp_saved(n, 1), *mask = NULL, *mf = NULL, *sel = NULL;
+     * between the tied extreme elements (without dim; NaN ties NaN), as PyTorch does.  The
+     * other elements get 0 whatever the gradient is (masked, not multiplied). */
+    dp_tensor *x = dp_saved(n, 0), *r = dp_saved(n, 1), *mask = NULL, *val = NULL;
     if (!x || !r) { dp_tensor_release(e); return -1; }
     if (dim < 0) {
-        mask = dp_binary(DP_EQ, x, r);
-        mf = mask ? dp_to(mask, x->device, x->dtype, false) : NULL;
-        dp_tensor *cnt = mf ? dp_reduce(DP_SUM, mf, -1, false, NULL) : NULL;
-        dp_tensor *share = cnt ? dp_binary(DP_DIV, mf, cnt) : NULL;
-        gin[0] = share ? dp_binary(DP_MUL, e, share) : NULL;
-        dp_tensor_release(cnt); dp_tensor_release(share);
+        dp_tensor *eq = dp_binary(DP_EQ, x, r), *xn = dp_binary(DP_NE, x, x), *rn = dp_binary(DP_NE, r, r);
+        dp_tensor *nans = xn && rn ? dp_binary(DP_MUL, xn, rn) : NULL;   /* bool * bool: and */
+        mask = eq && nans ? dp_binary(DP_ADD, eq, nans) : NULL;          /* bool + bool: or */
+        dp_tensor *cnt = mask ? dp_reduce(DP_SUM, mask, -1, false, NULL) : NULL;
+        val = cnt ? dp_binary(DP_DIV, e, cnt) : NULL;
+        dp_tensor_release(eq); dp_tensor_release(xn); dp_tensor_release(rn); dp_tensor_release(nans); dp_tensor_release(cnt);
     } else {
         /* one-hot of the indices along dim: arange(len) == index */
         int64_t len = n->in[0].sizes[dim];
@@ -82,14 +83,15 @@ static int reduce_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
         dp_tensor *arv = ar ? dp_view_sizes(ar, n->in[0].ndim, shape) : NULL;
         dp_tensor *idx = n->ip[2] ? (dp_tensor_retain(r), r) : dp_unsqueeze(r, dim);
         mask = arv && idx ? dp_binary(DP_EQ, arv, idx) : NULL;
-        mf = mask ? dp_to(mask, x->device, x->dtype, false) : NULL;
-        gin[0] = mf ? dp_binary(DP_MUL, e, mf) : NULL;
+        val = e;
+        dp_tensor_retain(e);
         dp_tensor_release(ar); dp_tensor_release(arv); dp_tensor_release(idx);
     }
-    dp_tensor_release(mask); dp_tensor_release(mf); dp_tensor_release(sel); dp_tensor_release(e);
+    dp_tensor *zero = val ? dp_zeros(0, NULL, val->dtype, val->device) : NULL;
+    gin[0] = mask && zero ? dp_where(mask, val, zero) : NULL;
+    dp_tensor_release(zero); dp_tensor_release(mask); dp_tensor_release(val); dp_tensor_release(e);
     return gin[0] ? 0 : -1;
 }
-
 
 dp_tensor *dp_reduce(dp_reduce_op op, dp_tensor *t, int dim, bool keepdim, dp_tensor **indices)
 {
