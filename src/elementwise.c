@@ -395,8 +395,53 @@ static int inplace_check(dp_tensor *self, const char *op)
     return 0;
 }
 
+/* A write to dst that reads src, refused when their elements partly overlap in memory (as
+ * PyTorch does: the result would depend on the order of the writes, and a GPU copy of
+ * overlapping ranges is undefined).  Only dense layouts are judged, as in PyTorch; the
+ * same elements in the same layout (a += a) are fine. */
+static bool dense(const dp_tensor *t)   /* non-overlapping and dense, in any dim order */
+{
+    int64_t sz[DP_MAX_DIMS], st[DP_MAX_DIMS];
+    int n = 0;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->sizes[d] != 1) { sz[n] = t->sizes[d]; st[n++] = t->strides[d]; }
+    for (int i = 1; i < n; i++)   /* by stride, smallest first */
+        for (int j = i; j > 0 && st[j] < st[j - 1]; j--) {
+            int64_t a = st[j]; st[j] = st[j - 1]; st[j - 1] = a;
+            a = sz[j]; sz[j] = sz[j - 1]; sz[j - 1] = a;
+        }
+    int64_t expect = 1;
+    for (int i = 0; i < n; i++) {
+        if (st[i] != expect) return false;
+        expect *= sz[i];
+    }
+    return true;
+}
+
+static bool same_layout(const dp_tensor *a, const dp_tensor *b)
+{
+    if (a->offset != b->offset || a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->sizes[d] != b->sizes[d] || (a->sizes[d] != 1 && a->strides[d] != b->strides[d])) return false;
+    return true;
+}
+
+static int check_overlap(const dp_tensor *dst, const dp_tensor *src, const char *op)
+{
+    if (dst->storage != src->storage || !dense(dst) || !dense(src)) return 0;
+    int64_t nd = dp_numel(dst), ns = dp_numel(src);
+    if (nd == 0 || ns == 0) return 0;
+    int64_t d0 = dst->offset, d1 = dst->offset + nd, s0 = src->offset, s1 = src->offset + ns;
+    if (same_layout(dst, src)) return 0;
+    if (d0 < s1 && s0 < d1)
+        return dp_error("unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
+                        "single memory location (%s). Please clone() the tensor before performing the operation.", op);
+    return 0;
+}
+
 int dp_binary_(dp_binary_op op, dp_tensor *self, dp_tensor *other)
 {
+    if (check_overlap(self, other, op_table[DP_NUNARY + op].name)) return -1;
     if (inplace_check(self, op_table[DP_NUNARY + op].name) || check_bools(op, self->dtype, other->dtype)) return -1;
     if (other->ndim > 0 || other->device.type != DP_DEVICE_CPU) {
         if (dp_check_same_device(2, (dp_tensor *const[]){ self, other })) return -1;
@@ -453,7 +498,7 @@ int dp_fill_(dp_tensor *self, double value)
 
 int dp_copy_(dp_tensor *self, dp_tensor *src)
 {
-    if (inplace_check(self, "copy_")) return -1;
+    if (inplace_check(self, "copy_") || check_overlap(self, src, "copy_")) return -1;
     int nd;
     int64_t sizes[DP_MAX_DIMS];
     if (dp_broadcast_shape(self->ndim, self->sizes, src->ndim, src->sizes, &nd, sizes)) return -1;

@@ -1,0 +1,37 @@
+-- In-place writes whose result would depend on the order of the writes are refused, as
+-- PyTorch refuses them (and as a GPU, which writes in parallel, needs): a written-to
+-- tensor whose elements share memory (an expanded view), and an input that partly
+-- overlaps the output.  The same elements in the same layout (a:add_(a)) are fine.
+local torch = require 'torch'
+local expect_error = dofile('spec/helpers/check.lua').expect_error
+
+describe('in-place writes and overlapping memory', function()
+  it('refuses a write to an expanded view', function()
+    local b = torch.ones(1)
+    expect_error(function() b:expand(3):add_(1) end, 'more than one element of the written-to tensor')
+    expect_error(function() b:expand(3):fill_(2) end, 'more than one element of the written-to tensor')
+    assert.are.same({ 1 }, b:tolist())
+  end)
+
+  it('refuses a copy between partly overlapping ranges of one tensor', function()
+    local x = torch.arange(8):float()
+    expect_error(function() x:narrow(1, 2, 4):copy_(x:narrow(1, 1, 4)) end, 'refer to a single memory location')
+    expect_error(function() x:narrow(1, 1, 4):add_(x:narrow(1, 3, 4)) end, 'refer to a single memory location')
+    assert.are.same({ 0, 1, 2, 3, 4, 5, 6, 7 }, x:tolist())
+  end)
+
+  it('refuses a:add_(a:t()), whose elements meet in another order', function()
+    local a = torch.ones(3, 3)
+    expect_error(function() a:add_(a:t()) end, 'refer to a single memory location')
+  end)
+
+  it('allows the same elements in the same layout and disjoint ranges', function()
+    local x = torch.arange(8):float()
+    x:add_(x)
+    x:narrow(1, 1, 4):copy_(x:narrow(1, 5, 4))
+    assert.are.same({ 8, 10, 12, 14, 8, 10, 12, 14 }, x:tolist())
+    local a = torch.ones(2, 2)
+    a:t():mul_(a:t())
+    assert.are.same({ { 1, 1 }, { 1, 1 } }, a:tolist())
+  end)
+end)
