@@ -191,7 +191,7 @@ static int o_min(lua_State *L) { return extreme(L, DP_MIN, DP_MINIMUM); }
 static int arg_extreme(lua_State *L, dp_reduce_op op)
 {
     reduce(L, op);
-    one_based(L, (dp_tensor **)lua_touserdata(L, -1));
+    one_based(L, lt_slot(L, -1));
     return 1;
 }
 

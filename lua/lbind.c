@@ -16,7 +16,7 @@ int lt_raise(lua_State *L)
 }
 
 /* The tensor metatable is also kept in the registry under this address: looking it up by
- * a light userdata costs far less than by its name, and every op does it several times. */
+ * a light userdata costs far less than by its name. */
 static const char tensor_mt_key = 0;
 
 static void push_tensor_mt(lua_State *L)
@@ -24,13 +24,23 @@ static void push_tensor_mt(lua_State *L)
     lua_rawgetp(L, LUA_REGISTRYINDEX, &tensor_mt_key);
 }
 
+/* A tensor userdata is a tagged box: telling a tensor from other values is then a size and
+ * a tag comparison, with no metatable lookups (every op checks its operands).  Only this
+ * file makes full userdata of this size with this tag, and Lua code cannot make any. */
+#define TENSOR_TAG 0x64706c7561746e73ull   /* "dpluatns" */
+typedef struct {
+    uint64_t tag;
+    dp_tensor *t;
+} tensor_box;
+
 dp_tensor **lt_newslot(lua_State *L)
 {
-    dp_tensor **slot = lua_newuserdatauv(L, sizeof *slot, 0);
-    *slot = NULL;
+    tensor_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->tag = TENSOR_TAG;
+    box->t = NULL;
     push_tensor_mt(L);
     lua_setmetatable(L, -2);
-    return slot;
+    return &box->t;
 }
 
 int lt_done(lua_State *L, dp_tensor *t)
@@ -52,13 +62,15 @@ void lt_push(lua_State *L, dp_tensor *t)
 /* The userdata slot at idx when it is a tensor (open or closed), else NULL. */
 static dp_tensor **test_slot(lua_State *L, int idx)
 {
-    dp_tensor **p = lua_touserdata(L, idx);
-    if (!p || !lua_getmetatable(L, idx))
+    tensor_box *box = lua_touserdata(L, idx);
+    if (!box || lua_type(L, idx) != LUA_TUSERDATA || lua_rawlen(L, idx) != sizeof *box || box->tag != TENSOR_TAG)
         return NULL;
-    push_tensor_mt(L);
-    bool is_tensor = lua_rawequal(L, -1, -2);
-    lua_pop(L, 2);
-    return is_tensor ? p : NULL;
+    return &box->t;
+}
+
+dp_tensor **lt_slot(lua_State *L, int idx)
+{
+    return test_slot(L, idx);
 }
 
 dp_tensor *lt_test(lua_State *L, int idx)

@@ -32,6 +32,9 @@ void lt_push(lua_State *L, dp_tensor *t);
  * the engine's error when that result is NULL, else tells the collector about the memory.
  * lt_done returns 1 so that a binding can `return lt_done(L, *slot = dp_xxx(...));`. */
 dp_tensor **lt_newslot(lua_State *L);
+/* The slot of the tensor userdata at idx (its dp_tensor *, NULL once closed), or NULL
+ * when the value is not a tensor. */
+dp_tensor **lt_slot(lua_State *L, int idx);
 int lt_done(lua_State *L, dp_tensor *t);
 /* Tells the collector about engine memory; called after every allocation. */
 void lt_account_memory(lua_State *L);
