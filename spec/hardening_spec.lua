@@ -1,0 +1,76 @@
+-- Bad inputs that once crashed, hung or answered wrongly: sizes whose element or byte
+-- counts overflow, zero-sized dimensions, and silent wrong answers (dtype promotion with
+-- 0-d tensors, chunk and split at the edges, collate functions that return nothing).
+local torch = require 'torch'
+local nn = require 'nn'
+local data = require 'torch.data'
+local expect_error = dofile('spec/helpers/check.lua').expect_error
+
+local function shape_of(t)
+  local s = {}
+  for d = 1, t:dim() do s[d] = t:size(d) end
+  return s
+end
+
+local function shapes(pieces)
+  local out = {}
+  for i, p in ipairs(pieces) do out[i] = shape_of(p) end
+  return out
+end
+
+describe('sizes whose element or byte count overflows', function()
+  it('are refused by every creation function, never a tensor', function()
+    expect_error(function() return torch.empty(2^62) end, 'too large')
+    expect_error(function() return torch.zeros(1 << 62) end, 'too large')
+    expect_error(function() return torch.empty(2^31, 2^31, 4) end, 'too large')
+    expect_error(function() return torch.ones(3, math.maxinteger) end, 'too large')
+    expect_error(function() return torch.empty({ 2^62 }, { dtype = torch.int64 }) end, 'too large')
+    expect_error(function() return torch.full({ 2^61, 8 }, 1) end, 'too large')
+    expect_error(function() return torch.randn(2^40, 2^40) end, 'too large')
+  end)
+
+  it('count zero dimensions as NumPy does: a product that overflows is refused even when empty', function()
+    expect_error(function() return torch.zeros(0, math.maxinteger, math.maxinteger) end, 'too large')
+    expect_error(function() return torch.zeros(0, math.maxinteger, math.maxinteger):sum(1):sum(2) end, 'too large')
+    assert.same({ 0, 1000000, 1000000 }, shape_of(torch.zeros(0, 1000000, 1000000)))
+  end)
+
+  it('refuses byte counts past the address space even when the element count fits', function()
+    -- 2^61 elements fit an int64, 2^61 doubles do not fit PTRDIFF_MAX bytes
+    expect_error(function() return torch.empty(2^61, { dtype = torch.float64 }) end, 'too large')
+    expect_error(function() return torch.empty(2^60, 8) end, 'too large')
+  end)
+
+  it('reports an allocation that fails as out of memory', function()
+    expect_error(function() return torch.empty(2^40) end, 'out of memory')
+  end)
+
+  it('checks views: expand, view, reshape, narrow', function()
+    expect_error(function() return torch.ones(1):expand(1 << 62):sum() end, 'too large')
+    expect_error(function() return torch.ones(1, 1):expand(2^62, 2^62) end, 'too large')
+    local t = torch.zeros(4)
+    expect_error(function() return t:view(2^62, 2^62, 4) end, 'too large')
+    expect_error(function() return t:view(-1, 2^62, 2^62) end, 'too large')
+    expect_error(function() return t:reshape(2^62, 2^62, 4) end, 'too large')
+    expect_error(function() return torch.zeros(0):view(0, 2^62, 2^62) end, 'too large')
+    local a = torch.arange(1, 6)
+    expect_error(function() return a:narrow(1, math.maxinteger, 2) end, 'out of range')
+    expect_error(function() return a:narrow(1, 2, math.maxinteger) end, 'out of range')
+    assert.same({ 4, 5 }, a:narrow(1, -2, 2):tolist())
+  end)
+
+  it('checks counts: eye, arange, randperm', function()
+    expect_error(function() return torch.eye(2^62) end, 'too large')
+    expect_error(function() return torch.eye(2^62, 2) end, 'too large')
+    assert.same({ 2, 0 }, shape_of(torch.eye(2, 0)))
+    assert.same({ { 1, 0, 0 }, { 0, 1, 0 } }, torch.eye(2, 3):tolist())
+    expect_error(function() return torch.arange(0, 2^62) end, 'too large')
+    expect_error(function() return torch.arange(0, 2^61) end, 'too large')
+    expect_error(function() return torch.arange(0, 1e300) end, 'too large')
+    expect_error(function() return torch.randperm(2^62) end, 'too large')
+  end)
+
+  it('checks layers whose parameters would be too large', function()
+    expect_error(function() return nn.Linear(1 << 31, 1 << 31) end, 'too large')
+  end)
+end)
