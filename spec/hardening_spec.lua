@@ -74,3 +74,37 @@ describe('sizes whose element or byte count overflows', function()
     expect_error(function() return nn.Linear(1 << 31, 1 << 31) end, 'too large')
   end)
 end)
+
+describe('data loading over huge lengths', function()
+  local Huge = torch.class('hardening.HugeDataset', 'torch.data.Dataset')
+  function Huge:__init(n) self.n = n end
+  function Huge:get(i) return torch.tensor({ i }) end
+  function Huge:__len() return self.n end
+
+  it('refuses a sampler list that cannot exist, before allocating it', function()
+    for _, shuffle in ipairs { true, false } do
+      local loader = data.DataLoader(Huge(2^62), { batch_size = 4, shuffle = shuffle })
+      expect_error(function() for _ in loader:iter() do end end, 'too large for one epoch', '4611686018427387904')
+    end
+    expect_error(function()
+      return data.DistributedSampler(Huge(1 << 62), { num_replicas = 2, rank = 0 }):indices()
+    end, 'too large')
+    expect_error(function() return data.DataLoader(Huge(1e300)) end, 'too large')
+  end)
+
+  it('counts batches without overflowing for a batch_size near 2^63', function()
+    local ds = data.TensorDataset(torch.arange(1, 11))
+    local loader = data.DataLoader(ds, { batch_size = math.maxinteger })
+    assert.equal(1, #loader)
+    local got = {}
+    for x in loader:iter() do got[#got + 1] = x:tolist() end
+    assert.same({ { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 } }, got)
+    local items = data.DataLoader(Huge(3), { batch_size = math.maxinteger })
+    assert.equal(1, #items)
+    local n = 0
+    for x in items:iter() do n = n + 1; assert.same({ 3, 1 }, shape_of(x)) end
+    assert.equal(1, n)
+    assert.equal(0, #data.DataLoader(ds, { batch_size = math.maxinteger, drop_last = true }))
+    assert.equal(2, #data.DataLoader(Huge(math.maxinteger), { batch_size = (1 << 62) }))
+  end)
+end)
