@@ -179,11 +179,17 @@ static dp_tensor *tensor_header(void)
     return t;
 }
 
-/* Fills strides for a contiguous layout; the shape has passed dp_shape_numel. */
+/* Fills strides for a contiguous layout; the shape has passed dp_shape_numel.  As PyTorch's,
+ * a zero size counts as 1 in the strides of the dimensions before it ([2, 0, 3] has strides
+ * [3, 3, 1], not [0, 3, 1]): a stride 0 would make an empty tensor look like an expanded view. */
 int64_t dp_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides)
 {
-    int64_t n = 1;
-    for (int d = ndim - 1; d >= 0; d--) { strides[d] = n; n *= sizes[d]; }
+    int64_t n = 1, stride = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        strides[d] = stride;
+        stride *= sizes[d] ? sizes[d] : 1;
+        n *= sizes[d];
+    }
     return n;
 }
 
@@ -233,6 +239,7 @@ int64_t dp_numel(const dp_tensor *t)
 
 bool dp_is_contiguous(const dp_tensor *t)
 {
+    if (dp_numel(t) == 0) return true;   /* as PyTorch: an empty tensor has no layout to break */
     int64_t expect = 1;
     for (int d = t->ndim - 1; d >= 0; d--) {
         if (t->sizes[d] != 1 && t->strides[d] != expect) return false;
