@@ -146,3 +146,95 @@ describe('zero-sized dimensions', function()
     expect_error(function() return torch.zeros(0, 2):max(1) end, 'non-empty')
   end)
 end)
+
+describe('silent wrong answers', function()
+  local f32, f64, i64, b8 = torch.float32, torch.float64, torch.int64, torch.bool
+
+  -- PyTorch 1.13's torch.result_type(tensor of dtype A, 0-d tensor of dtype B), and of two
+  -- 0-d tensors, for every pair of dplua's dtypes.
+  local with_zero_dim = {
+    { f32, f32, f32 }, { f32, f64, f32 }, { f32, i64, f32 }, { f32, b8, f32 },
+    { f64, f32, f64 }, { f64, f64, f64 }, { f64, i64, f64 }, { f64, b8, f64 },
+    { i64, f32, f32 }, { i64, f64, f64 }, { i64, i64, i64 }, { i64, b8, i64 },
+    { b8, f32, f32 }, { b8, f64, f64 }, { b8, i64, i64 }, { b8, b8, b8 },
+  }
+  local both_zero_dim = {
+    { f32, f64, f64 }, { f64, f32, f64 }, { i64, f32, f32 }, { f32, i64, f32 }, { b8, i64, i64 },
+    { i64, f64, f64 }, { b8, f64, f64 },
+  }
+
+  it('promotes a 0-d operand of a higher category to its own dtype, as PyTorch', function()
+    for _, c in ipairs(with_zero_dim) do
+      local a, z = torch.ones(2, { dtype = c[1] }), torch.tensor(1, { dtype = c[2] })
+      assert.equal(c[3], (a + z).dtype, ('%s tensor + %s 0-d tensor'):format(c[1], c[2]))
+      assert.equal(c[3], (z + a).dtype, ('%s 0-d tensor + %s tensor'):format(c[2], c[1]))
+    end
+    for _, c in ipairs(both_zero_dim) do
+      local a, z = torch.tensor(1, { dtype = c[1] }), torch.tensor(1, { dtype = c[2] })
+      assert.equal(c[3], (a + z).dtype, ('%s 0-d + %s 0-d'):format(c[1], c[2]))
+    end
+    local r = torch.zeros(2, { dtype = i64 }) + torch.tensor(1.5, { dtype = f64 })
+    assert.equal(f64, r.dtype)
+    assert.same({ 1.5, 1.5 }, r:tolist())
+    assert.equal(f32, (torch.zeros(2, { dtype = i64 }) + 1.5).dtype)   -- a Lua number stays a scalar
+  end)
+
+  it('chunk of an empty dimension gives every piece, as PyTorch', function()
+    assert.same({ { 0, 3 }, { 0, 3 }, { 0, 3 } }, shapes(torch.zeros(0, 3):chunk(3, 1)))
+    assert.same({ { 2 }, { 2 }, { 1 } }, shapes(torch.zeros(5):chunk(3)))
+    assert.same({ { 2 }, { 2 }, { 2 } }, shapes(torch.zeros(6):chunk(4)))
+    assert.same({ { 1 }, { 1 }, { 1 }, { 1 }, { 1 } }, shapes(torch.zeros(5):chunk(math.maxinteger)))
+  end)
+
+  it('split by a huge block size gives the whole tensor', function()
+    assert.same({ { 5 } }, shapes(torch.zeros(5):split(math.maxinteger)))
+    assert.same({ { 0 } }, shapes(torch.zeros(0):split(math.maxinteger)))
+    expect_error(function() return torch.zeros(4):split({ math.maxinteger, math.maxinteger }) end, 'split')
+  end)
+
+  it('a collate_fn that returns nil is an error naming the batch', function()
+    local ds = data.TensorDataset(torch.arange(1, 6))
+    local loader = data.DataLoader(ds, { batch_size = 2, collate_fn = function() return nil end })
+    expect_error(function() for _ in loader:iter() do end end, 'collate_fn returned nil for batch 1', 'indices 1, 2')
+    local n = 0
+    loader = data.DataLoader(ds, { batch_size = 2, collate_fn = function(items) n = n + 1; if n < 3 then return items end end })
+    expect_error(function() for _ in loader:iter() do end end, 'batch 3', 'indices 5')
+  end)
+
+  it('maximum and minimum split the gradient of ties', function()
+    local a = torch.tensor({ 1, 2, 3 }, { dtype = f32, requires_grad = true })
+    local b = torch.tensor({ 3, 2, 1 }, { dtype = f32, requires_grad = true })
+    torch.maximum(a, b):sum():backward()
+    assert.same({ 0, 0.5, 1 }, a.grad:tolist())
+    assert.same({ 1, 0.5, 0 }, b.grad:tolist())
+    a.grad, b.grad = nil, nil
+    torch.minimum(a, b):sum():backward()
+    assert.same({ 1, 0.5, 0 }, a.grad:tolist())
+    assert.same({ 0, 0.5, 1 }, b.grad:tolist())
+  end)
+
+  it('compares bools with numbers as numbers', function()
+    local t = torch.tensor({ true, false })
+    assert.same({ true, false }, (t:gt(0.5)):tolist())
+    assert.same({ true, false }, (t:eq(1)):tolist())
+    assert.same({ true, true }, (t:gt(-2)):tolist())
+    assert.same({ false, true }, (t:lt(0.5)):tolist())
+    assert.same({ false, false }, (t:eq(0.5)):tolist())
+  end)
+
+  it('clamp with min above max gives max, as PyTorch', function()
+    assert.same({ 1, 1, 1 }, torch.tensor({ 0, 1.5, 3 }):clamp(2, 1):tolist())
+    assert.same({ 1, 1, 1 }, torch.tensor({ 0, 5, 3 }, { dtype = i64 }):clamp(2, 1):tolist())
+  end)
+
+  it('the mean of nothing is NaN', function()
+    local m = torch.zeros(0):mean():item()
+    assert.is_true(m ~= m)
+    for _, v in ipairs(torch.zeros(0, 3):mean(1):tolist()) do assert.is_true(v ~= v) end
+  end)
+
+  it('refuses in-place writes on an expanded view', function()
+    expect_error(function() return torch.zeros(1):expand(3):add_(1) end, 'expanded view')
+    expect_error(function() return torch.zeros(2, 1):expand(2, 3):mul_(torch.ones(2, 3)) end, 'expanded view')
+  end)
+end)
