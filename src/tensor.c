@@ -557,7 +557,8 @@ static int infer_sizes(const dp_tensor *t, int ndim, const int64_t *in, int64_t 
                  (long long)n, dp_shape_str(t->ndim, t->sizes, b, sizeof b));
         return -1;
     }
-    return 0;
+    /* an empty input takes any shape with a zero in it: its strides must still fit */
+    return dp_shape_numel(ndim, out, dp_dtype_size(t->dtype)) < 0 ? -1 : 0;
 }
 
 /* Strides for viewing t with new sizes without a copy, or false when impossible
