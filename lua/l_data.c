@@ -191,10 +191,12 @@ static int l_randperm(lua_State *L)
     bool gen = !lua_isnoneornil(L, 2);
     uint64_t seed = gen ? (uint64_t)luaL_checkinteger(L, 2) : 0;
     uint64_t offset = (uint64_t)luaL_optinteger(L, 3, 0);
+    if (n > INT32_MAX)   /* a Lua table's array part holds no more */
+        return luaL_error(L, "randperm: %I indices are too many for a table (at most %d)", n, INT32_MAX);
     dp_tensor *perm = lt_randperm(L, n, gen, seed, offset);
     int64_t *v = lt_scratch(L, (size_t)n * sizeof *v);
     if (dp_to_host(perm, v, DP_INT64, n) != 0) return lt_raise(L);
-    lua_createtable(L, (int)(n < INT32_MAX ? n : 0), 0);
+    lua_createtable(L, (int)n, 0);
     for (lua_Integer i = 0; i < n; i++) {
         lua_pushinteger(L, (lua_Integer)v[i]);
         lua_rawseti(L, -2, i + 1);

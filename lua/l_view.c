@@ -2,6 +2,9 @@
  * narrow, view/reshape, expand, transpose, permute, (un)squeeze, flatten, chunk and split
  * (tables of narrow views), clone, detach and index_select.  Dimensions and indices are
  * 1-based here, as everywhere in Lua. */
+#include <limits.h>
+#include <stdint.h>
+
 #include "l_tensor.h"
 
 static int t_select(lua_State *L)
@@ -130,11 +133,16 @@ static int t_chunk(lua_State *L)
     if (chunks < 1)
         return luaL_argerror(L, 2, lua_pushfstring(L, "number of chunks must be positive, got %I", chunks));
     int dim = lt_optdim(L, 3, t->ndim, 0);
-    int64_t size = t->sizes[dim], each = (size + chunks - 1) / chunks;
-    int n = each ? (int)((size + each - 1) / each) : 1;
+    /* PyTorch's rule: pieces of ceil(size / chunks), the last one shorter; an empty dimension
+     * still gives `chunks` empty pieces */
+    int64_t size = t->sizes[dim], each = size / chunks + (size % chunks != 0);
+    int64_t count = each ? size / each + (size % each != 0) : chunks;
+    if (count > INT_MAX)
+        return luaL_argerror(L, 2, lua_pushfstring(L, "%I chunks are too many pieces", chunks));
+    int n = (int)count;
     int64_t *lens = lt_scratch(L, sizeof *lens * (size_t)n);
     for (int i = 0; i < n; i++)
-        lens[i] = each ? (size - i * each < each ? size - i * each : each) : 0;
+        lens[i] = size - i * each < each ? size - i * each : each;
     return push_pieces(L, t, dim, n, lens);
 }
 
@@ -154,7 +162,8 @@ static int t_split(lua_State *L)
         for (int i = 0; i < n; i++) {
             lua_geti(L, 2, i + 1);
             lens[i] = lt_checksize_entry(L, 2, i + 1, false);
-            total += lens[i];
+            if (__builtin_add_overflow(total, lens[i], &total))
+                return luaL_error(L, "split: the sizes add up to more than %I", (lua_Integer)INT64_MAX);
         }
         if (total != size)
             return luaL_error(L, "split: sizes add up to %I but dimension %d has size %I",
@@ -163,7 +172,10 @@ static int t_split(lua_State *L)
         lua_Integer each = luaL_checkinteger(L, 2);
         if (each < 1)
             return luaL_argerror(L, 2, lua_pushfstring(L, "split size must be positive, got %I", each));
-        n = size ? (int)((size + each - 1) / each) : 1;
+        int64_t count = size / each + (size % each != 0);
+        if (count > INT_MAX)
+            return luaL_argerror(L, 2, lua_pushfstring(L, "split size %I gives too many pieces", each));
+        n = count ? (int)count : 1;
         lens = lt_scratch(L, sizeof *lens * (size_t)n);
         for (int i = 0; i < n; i++)
             lens[i] = size - i * each < each ? size - i * each : each;

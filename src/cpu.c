@@ -181,7 +181,7 @@ void iter_run(iter_t *it, inner_fn fn, void *ctx)
     for (int k = 0; k < nops; k++) s[k] = it->strides[k][nd - 1];
     iter_job j = { it, fn, ctx, inner, s };
     if (outer == 1) dp_parallel(inner, GRAIN, iter_inner_range, &j);
-    else dp_parallel(outer, (GRAIN + inner - 1) / inner, iter_outer_range, &j);
+    else dp_parallel(outer, GRAIN / inner + (GRAIN % inner != 0), iter_outer_range, &j);   /* ceil, no overflow */
 }
 
 /* copy with conversion: one inner function per (out, in) dtype pair */

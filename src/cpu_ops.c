@@ -311,6 +311,6 @@ int cpu_reduce(dp_reduce_op op, const dp_view *out, const dp_view *idx, const dp
     memcpy(j.istr, istr, sizeof istr);
     memcpy(j.ostr, ostr, sizeof ostr);
     memcpy(j.xstr, xstr, sizeof xstr);
-    dp_parallel(outer, (GRAIN + len - 1) / len, reduce_lanes, &j);
+    dp_parallel(outer, len ? GRAIN / len + (GRAIN % len != 0) : GRAIN, reduce_lanes, &j);   /* ceil, no overflow */
     return 0;
 }

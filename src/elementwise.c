@@ -31,8 +31,8 @@ static dp_dtype promote_tensors(const dp_tensor *a, const dp_tensor *b)
 {
     if ((a->ndim == 0) != (b->ndim == 0)) {
         const dp_tensor *dim = a->ndim ? a : b, *zero = a->ndim ? b : a;
-        if (dtype_category(zero->dtype) <= dtype_category(dim->dtype)) return dim->dtype;
-        return zero->dtype == DP_FLOAT64 && dim->dtype != DP_FLOAT32 ? DP_FLOAT32 : (dtype_category(zero->dtype) == 2 ? DP_FLOAT32 : zero->dtype);
+        /* int64 tensor + float64 0-d tensor is float64, bool tensor + int64 0-d tensor int64 */
+        return dtype_category(zero->dtype) <= dtype_category(dim->dtype) ? dim->dtype : zero->dtype;
     }
     return dp_promote(a->dtype, b->dtype);
 }

@@ -59,6 +59,13 @@ dp_tensor *dp_sum_to(dp_tensor *g, int ndim, const int64_t *sizes);
 dp_tensor *dp_make_view(dp_tensor *t, int ndim, const int64_t *sizes, const int64_t *strides, int64_t offset);
 /* Fills strides for a contiguous layout; returns numel. */
 int64_t dp_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);
+/* The element count of a dense tensor of this shape with elem_size bytes per element, or -1
+ * with the message set when a size is negative or the count or the byte count would not fit
+ * (int64_t, size_t, PTRDIFF_MAX).  Every shape a tensor or a view is made with passes through
+ * it, so that dp_numel and the byte counts of existing tensors never overflow. */
+int64_t dp_shape_numel(int ndim, const int64_t *sizes, size_t elem_size);
+/* The same for n elements of elem_size bytes (a host buffer, a permutation, a sampler). */
+int dp_check_count(int64_t n, size_t elem_size, const char *what);
 /* Bumps the storage version after an in-place write. */
 void dp_bump_version(dp_tensor *t);
 /* Refuses in-place writes on tensors autograd depends on. */

@@ -299,11 +299,13 @@ int dp_loader_start(dp_loader *ld, const int64_t *indices, int64_t nidx, int64_t
 {
     if (batch_size < 1) return dp_error("batch_size must be a positive integer (got %ld)", (long)batch_size);
     if (nidx < 0) return dp_error("negative number of indices (%ld)", (long)nidx);
+    if (dp_check_count(nidx, sizeof(int64_t), "DataLoader indices")) return -1;
     abandon_epoch(ld);
     int64_t *copy = malloc((size_t)(nidx > 0 ? nidx : 1) * sizeof *copy);
     if (!copy) return dp_error("out of memory copying %ld indices", (long)nidx);
     if (nidx > 0) memcpy(copy, indices, (size_t)nidx * sizeof *copy);
-    int64_t nb = drop_last ? nidx / batch_size : (nidx + batch_size - 1) / batch_size;
+    /* ceil without nidx + batch_size - 1, which overflows for a batch_size near 2^63 */
+    int64_t nb = nidx / batch_size + (!drop_last && nidx % batch_size != 0);
     if (ld->nworkers > 0) pthread_mutex_lock(&ld->mu);
     ld->idx = copy;
     ld->nidx = nidx;

@@ -26,7 +26,7 @@ int dp_scatter_sizes(int64_t n, int ndev, int64_t *sizes)
         return dp_error("scatter: need at least one device, got %d", ndev);
     if (n < 1)
         return dp_error("scatter: cannot split a dimension of size %lld over devices", (long long)n);
-    int64_t chunk = (n + ndev - 1) / ndev;
+    int64_t chunk = n / ndev + (n % ndev != 0);   /* ceil without n + ndev - 1 overflowing */
     int count = 0;
     for (int64_t start = 0; start < n; start += chunk)
         sizes[count++] = n - start < chunk ? n - start : chunk;

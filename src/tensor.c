@@ -2,6 +2,7 @@
  * passes; reading values back. */
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,11 +179,55 @@ static dp_tensor *tensor_header(void)
     return t;
 }
 
+/* Fills strides for a contiguous layout; the shape has passed dp_shape_numel.  As PyTorch's,
+ * a zero size counts as 1 in the strides of the dimensions before it ([2, 0, 3] has strides
+ * [3, 3, 1], not [0, 3, 1]): a stride 0 would make an empty tensor look like an expanded view. */
 int64_t dp_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides)
 {
-    int64_t n = 1;
-    for (int d = ndim - 1; d >= 0; d--) { strides[d] = n; n *= sizes[d]; }
+    int64_t n = 1, stride = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        strides[d] = stride;
+        stride *= sizes[d] ? sizes[d] : 1;
+        n *= sizes[d];
+    }
     return n;
+}
+
+/* Zero sizes are skipped in the product, as NumPy does: a shape such as [0, 2^62, 2^62] is
+ * refused too, so that no partial product (a stride, the count of a slice of it) can
+ * overflow either. */
+int64_t dp_shape_numel(int ndim, const int64_t *sizes, size_t elem_size)
+{
+    if (ndim < 0 || ndim > DP_MAX_DIMS) {
+        dp_error("tensors have at most %d dimensions, got %d", DP_MAX_DIMS, ndim);
+        return -1;
+    }
+    int64_t n = 1, bytes;
+    bool empty = false;
+    for (int d = 0; d < ndim; d++) {
+        if (sizes[d] < 0) { dp_error("negative size %lld in dimension %d", (long long)sizes[d], d + 1); return -1; }
+        if (sizes[d] == 0) { empty = true; continue; }
+        if (__builtin_mul_overflow(n, sizes[d], &n)) goto too_large;
+    }
+    if (__builtin_mul_overflow(n, (int64_t)(elem_size ? elem_size : 1), &bytes) || (uint64_t)bytes > PTRDIFF_MAX
+        || (uint64_t)bytes > SIZE_MAX) goto too_large;
+    return empty ? 0 : n;
+too_large:;
+    char b[512];
+    dp_error("a tensor of shape %s is too large: its element count times %zu bytes per element overflows "
+             "the addressable size", dp_shape_str(ndim, sizes, b, sizeof b), elem_size);
+    return -1;
+}
+
+int dp_check_count(int64_t n, size_t elem_size, const char *what)
+{
+    int64_t bytes;
+    if (n < 0) return dp_error("%s: the count must be non-negative, got %lld", what, (long long)n);
+    if (__builtin_mul_overflow(n, (int64_t)(elem_size ? elem_size : 1), &bytes) || (uint64_t)bytes > PTRDIFF_MAX
+        || (uint64_t)bytes > SIZE_MAX)
+        return dp_error("%s: %lld elements of %zu bytes are too large for the addressable size", what, (long long)n,
+                        elem_size);
+    return 0;
 }
 
 int64_t dp_numel(const dp_tensor *t)
@@ -194,6 +239,7 @@ int64_t dp_numel(const dp_tensor *t)
 
 bool dp_is_contiguous(const dp_tensor *t)
 {
+    if (dp_numel(t) == 0) return true;   /* as PyTorch: an empty tensor has no layout to break */
     int64_t expect = 1;
     for (int d = t->ndim - 1; d >= 0; d--) {
         if (t->sizes[d] != 1 && t->strides[d] != expect) return false;
@@ -235,19 +281,10 @@ dp_view dp_view_of(const dp_tensor *t)
     return v;
 }
 
-static int check_sizes(int ndim, const int64_t *sizes)
-{
-    if (ndim < 0 || ndim > DP_MAX_DIMS)
-        return dp_error("tensors have at most %d dimensions, got %d", DP_MAX_DIMS, ndim);
-    for (int d = 0; d < ndim; d++)
-        if (sizes[d] < 0) return dp_error("negative size %lld in dimension %d", (long long)sizes[d], d + 1);
-    return 0;
-}
-
 dp_tensor *dp_empty(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev)
 {
-    if (check_sizes(ndim, sizes)) return NULL;
     if ((unsigned)dt >= DP_NDTYPES) { dp_error("invalid dtype %d", (int)dt); return NULL; }
+    if (dp_shape_numel(ndim, sizes, dp_dtype_size(dt)) < 0) return NULL;
     dp_tensor *t = tensor_header();
     if (!t) return NULL;
     t->refcount = 1;
@@ -318,8 +355,13 @@ dp_tensor *dp_arange(double start, double stop, double step, dp_dtype dt, dp_dev
         dp_error("arange: upper bound %g and lower bound %g inconsistent with step sign %g", stop, start, step);
         return NULL;
     }
-    int64_t n = (int64_t)ceil((stop - start) / step);
-    if (n < 0) n = 0;
+    double count = ceil((stop - start) / step);
+    if (!(count < 0x1p62)) {   /* NaN too: a count a double cannot even hold exactly */
+        dp_error("arange: %g elements from %g to %g by %g are too large", count, start, stop, step);
+        return NULL;
+    }
+    int64_t n = count > 0 ? (int64_t)count : 0;
+    if (dp_check_count(n, sizeof(double), "arange") || dp_shape_numel(1, &n, dp_dtype_size(dt)) < 0) return NULL;
     double *vals = malloc(sizeof(double) * (size_t)(n ? n : 1));
     if (!vals) { dp_error("out of memory"); return NULL; }
     for (int64_t i = 0; i < n; i++) vals[i] = start + (double)i * step;
@@ -334,11 +376,10 @@ dp_tensor *dp_eye(int64_t n, int64_t m, dp_dtype dt, dp_device dev)
     int64_t sizes[2] = { n, m };
     dp_tensor *t = dp_zeros(2, sizes, dt, dp_cpu());
     if (!t) return NULL;
-    for (int64_t i = 0; i < n && i < m; i++) {
-        dp_tensor *e = dp_make_view(t, 0, NULL, NULL, i * m + i);
-        dp_fill_(e, 1);
-        dp_tensor_release(e);
-    }
+    int64_t k = n < m ? n : m, step = m + 1;   /* the diagonal as one strided view, filled once */
+    dp_tensor *diag = k ? dp_make_view(t, 1, &k, &step, 0) : NULL;
+    if (k && (!diag || dp_fill_(diag, 1))) { dp_tensor_release(diag); dp_tensor_release(t); return NULL; }
+    dp_tensor_release(diag);
     if (dp_device_eq(dev, t->device)) return t;
     dp_tensor *out = dp_to(t, dev, dt, false);
     dp_tensor_release(t);
@@ -347,8 +388,29 @@ dp_tensor *dp_eye(int64_t n, int64_t m, dp_dtype dt, dp_device dev)
 
 /* ---------------------------------------------------------------- views */
 
+/* A view's shape passes dp_shape_numel as a new tensor's does (an expand to 2^62 elements is
+ * refused, not left for a kernel to overflow on), and the elements it reaches must have
+ * offsets that fit. */
+static int check_view(int ndim, const int64_t *sizes, const int64_t *strides, int64_t offset, dp_dtype dt)
+{
+    int64_t n = dp_shape_numel(ndim, sizes, dp_dtype_size(dt));
+    if (n <= 0 || !strides) return n < 0 ? -1 : 0;
+    int64_t lo = offset, hi = offset, step;
+    for (int d = 0; d < ndim; d++) {
+        if (__builtin_mul_overflow(sizes[d] - 1, strides[d], &step)
+            || __builtin_add_overflow(step < 0 ? lo : hi, step, step < 0 ? &lo : &hi)) {
+            char b[256];
+            return dp_error("a view of shape %s with these strides is too large: its element offsets overflow",
+                            dp_shape_str(ndim, sizes, b, sizeof b));
+        }
+    }
+    if (lo < 0) return dp_error("a view reaches before the start of its storage (offset %lld)", (long long)lo);
+    return 0;
+}
+
 dp_tensor *dp_make_view(dp_tensor *t, int ndim, const int64_t *sizes, const int64_t *strides, int64_t offset)
 {
+    if (check_view(ndim, sizes, strides, offset, t->dtype)) return NULL;
     dp_tensor *v = tensor_header();
     if (!v) return NULL;
     v->refcount = 1;
@@ -452,7 +514,7 @@ dp_tensor *dp_select(dp_tensor *t, int dim, int64_t index)
 dp_tensor *dp_narrow(dp_tensor *t, int dim, int64_t start, int64_t length)
 {
     if (check_dim(t, dim, "narrow")) return NULL;
-    if (start < 0 || length < 0 || start + length > t->sizes[dim]) {
+    if (start < 0 || length < 0 || start > t->sizes[dim] || length > t->sizes[dim] - start) {
         dp_error("narrow: start %lld and length %lld are out of range for dimension %d with size %lld",
                  (long long)start + 1, (long long)length, dim + 1, (long long)t->sizes[dim]);
         return NULL;
@@ -478,7 +540,10 @@ static int infer_sizes(const dp_tensor *t, int ndim, const int64_t *in, int64_t 
             infer = d;
         } else if (in[d] < 0) {
             return dp_error("invalid shape dimension %lld", (long long)in[d]);
-        } else known *= in[d];
+        } else if (__builtin_mul_overflow(known, in[d], &known)) {
+            char a[128];
+            return dp_error("shape '%s' is too large: its element count overflows", dp_shape_str(ndim, in, a, sizeof a));
+        }
     }
     char a[128], b[128];
     if (infer >= 0) {
@@ -492,7 +557,8 @@ static int infer_sizes(const dp_tensor *t, int ndim, const int64_t *in, int64_t 
                  (long long)n, dp_shape_str(t->ndim, t->sizes, b, sizeof b));
         return -1;
     }
-    return 0;
+    /* an empty input takes any shape with a zero in it: its strides must still fit */
+    return dp_shape_numel(ndim, out, dp_dtype_size(t->dtype)) < 0 ? -1 : 0;
 }
 
 /* Strides for viewing t with new sizes without a copy, or false when impossible

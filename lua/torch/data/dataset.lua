@@ -21,7 +21,11 @@ function Dataset.length(ds)
   if ok and type(len) == 'function' then
     local n = len(ds)
     if math.type(n) ~= 'integer' then
-      if type(n) == 'number' and n == math.floor(n) and n >= 0 then return math.tointeger(n) end
+      if type(n) == 'number' and n == math.floor(n) and n >= 0 then
+        local i = math.tointeger(n)
+        if i then return i end
+        error(('the dataset\'s __len returned %s, too large for an integer count'):format(tostring(n)), 0)
+      end
       error(('the dataset\'s __len returned %s, not a non-negative integer'):format(tostring(n)), 0)
     end
     if n < 0 then error(('the dataset\'s __len returned %d, not a non-negative integer'):format(n), 0) end

@@ -157,8 +157,9 @@ end
 
 function DataLoader:__len()
   local n = sampler_length(self.sampler)
-  if self.drop_last then return n // self.batch_size end
-  return (n + self.batch_size - 1) // self.batch_size
+  local bs = self.batch_size
+  if self.drop_last then return n // bs end
+  return n // bs + (n % bs ~= 0 and 1 or 0)   -- ceil without n + bs - 1 overflowing
 end
 
 -- Moves every tensor of a batch (also inside tables) to the loader's device; pinned
@@ -233,7 +234,7 @@ function DataLoader:iter()
     if dev then x = to_device(x, dev) end
     return x
   end
-  local nbatches = self.drop_last and #indices // bs or (#indices + bs - 1) // bs
+  local nbatches = #indices // bs + ((not self.drop_last and #indices % bs ~= 0) and 1 or 0)
   local bar = self.progress and Progress.new(nbatches) or nil
   local b = 0
 
@@ -294,6 +295,10 @@ function DataLoader:iter()
     local batch
     if collate_fn then
       batch = collate_fn(items)
+      if batch == nil then
+        error(('DataLoader: collate_fn returned nil for batch %d (dataset indices %s); it must return the batch')
+          :format(b, table.concat(indices, ', ', first, math.min(last, first + 7)) .. (last > first + 7 and ', ...' or '')), 2)
+      end
     else
       local ok, res
       if is_tensor(items[1]) then

@@ -26,6 +26,21 @@ local function check_options(who, opts, allowed)
   return opts
 end
 
+-- The most indices one epoch's list can hold: a Lua table's array part stops at 2^31 - 1
+-- entries (and that many take 32 GiB).  A longer dataset is refused before anything is
+-- allocated; a sampler of one's own that yields fewer indices can still visit it.
+local MAX_INDICES = (1 << 31) - 1
+
+-- The dataset's length, when its indices fit in one epoch's list.
+local function listable_length(who, ds)
+  local n = Dataset.length(ds)
+  if n > MAX_INDICES then
+    error(('%s: the dataset has %d items, too large for one epoch\'s list of indices (at most %d); '
+      .. 'pass a sampler that yields fewer indices'):format(who, n, MAX_INDICES), 0)
+  end
+  return n
+end
+
 -- A permutation of 1..n from a generator (a table {seed = s}, which remembers how far it
 -- has drawn, a number used as a seed, or an object with initial_seed()), or from the
 -- global stream when gen is nil.
@@ -76,7 +91,7 @@ end
 
 function SequentialSampler:indices()
   local out = {}
-  for i = 1, Dataset.length(self.data_source) do out[i] = i end
+  for i = 1, listable_length('SequentialSampler', self.data_source) do out[i] = i end
   return out
 end
 
@@ -95,7 +110,7 @@ function RandomSampler:__init(data_source, opts)
 end
 
 function RandomSampler:indices()
-  return randperm(Dataset.length(self.data_source), self.generator)
+  return randperm(listable_length('RandomSampler', self.data_source), self.generator)
 end
 
 function RandomSampler:__len()
@@ -152,7 +167,7 @@ end
 
 -- Samples per rank, and the total over all ranks.
 function DistributedSampler:_sizes()
-  local n, r = Dataset.length(self.data_source), self.num_replicas
+  local n, r = listable_length('DistributedSampler', self.data_source), self.num_replicas
   local per
   if self.drop_last and n % r ~= 0 then
     per = (n - r + r - 1) // r      -- ceil((n - r) / r)
