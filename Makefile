@@ -54,7 +54,7 @@ LIB_SO  := $(BUILD)/libdplua.so
 LUAMOD  := $(BUILD)/lua/torch.so
 BIN     := $(BUILD)/dplua
 CUDA_SO := $(BUILD)/libdplua_cuda.so
-HOSTS   := $(BUILD)/examples/embed/host $(BUILD)/examples/embed/threads
+HOSTS   := $(BUILD)/examples/embed/host $(BUILD)/examples/embed/threads $(BUILD)/examples/embed/grad_mode
 
 TARGETS := $(BIN) $(LIB_A) $(LIB_SO) $(LUAMOD) $(BUILD)/dplua.pc $(HOSTS)
 ifeq ($(CUDA),1)

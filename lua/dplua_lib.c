@@ -100,6 +100,7 @@ DPLUA_API int luaopen_dplua(lua_State *L)
         open_area(L, "data", dplua_open_data);
         open_area(L, "dist", dplua_open_dist);
         open_area(L, "parallel", dplua_open_parallel);
+        dplua_enter_grad_context(L, -1);
         lua_setfield(L, -2, "torch._C");
     } else {
         lua_pop(L, 1);
