@@ -40,6 +40,28 @@ static void check_exists(lua_State *L, dp_device d)
         lt_raise(L);
 }
 
+/* "torch.zeros": the name the running function was called by, for messages */
+static const char *function_name(lua_State *L)
+{
+    lua_Debug ar;
+    if (!lua_getstack(L, 0, &ar) || !lua_getinfo(L, "nf", &ar))
+        return "torch";
+    if (ar.name)
+        return lua_pushfstring(L, "torch.%s", ar.name);
+    /* called without a name (pcall(torch.zeros, ...)): the field of torch that holds it */
+    int f = lua_gettop(L);
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    if (lua_getfield(L, -1, "torch") == LUA_TTABLE) {
+        lua_pushnil(L);
+        while (lua_next(L, -2)) {
+            if (lua_type(L, -2) == LUA_TSTRING && lua_rawequal(L, -1, f))
+                return lua_pushfstring(L, "torch.%s", lua_tostring(L, -2));
+            lua_pop(L, 1);
+        }
+    }
+    return "torch";
+}
+
 /* {dtype=, device=, requires_grad=} at idx (none or nil: defaults) */
 static create_opts check_opts(lua_State *L, int idx)
 {
@@ -55,13 +77,31 @@ static create_opts check_opts(lua_State *L, int idx)
         if (lua_type(L, -1) != LUA_TSTRING)
             luaL_argerror(L, idx, lua_pushfstring(L, "unexpected %s in the options table (only dtype=, "
                                                      "device=, requires_grad= are taken)", luaL_typename(L, -1)));
-        luaL_checkoption(L, -1, NULL, option_names);
+        const char *k = lua_tostring(L, -1);
+        int known = 0;
+        while (option_names[known] && strcmp(option_names[known], k) != 0)
+            known++;
+        if (!option_names[known])
+            luaL_error(L, "%s: unknown option '%s' (the options are dtype, device, requires_grad)",
+                       function_name(L), k);
     }
     if (lua_getfield(L, idx, "dtype") != LUA_TNIL) {
-        o.dtype = lt_check_dtype(L, -1);
+        if (lua_type(L, -1) != LUA_TSTRING) {
+            const char *type = luaL_typename(L, -1), *value = luaL_tolstring(L, -1, NULL);
+            luaL_error(L, "%s: option dtype must be a string (float32, float64, int64 or bool), got %s %s",
+                       function_name(L), type, value);
+        }
+        const char *s = lua_tostring(L, -1);
+        if (dp_dtype_parse(s, &o.dtype) != 0)
+            luaL_error(L, "%s: option dtype: unknown dtype '%s' (expected float32, float64, int64 or bool)",
+                       function_name(L), s);
         o.has_dtype = true;
     }
     if (lua_getfield(L, idx, "device") != LUA_TNIL) {
+        const char *s = lua_tostring(L, -1);
+        if (lua_type(L, -1) == LUA_TSTRING && dp_device_parse(s, &o.device) != 0)
+            luaL_error(L, "%s: option device: unknown device '%s' (expected cpu, cpu:N, cuda or cuda:N)",
+                       function_name(L), s);
         o.device = lt_check_device(L, -1);
         o.has_device = true;
     }
