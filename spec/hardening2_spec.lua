@@ -24,7 +24,7 @@ describe('torch.set_printoptions with bad options', function()
   after_each(function() torch.set_printoptions { precision = 4 } end)
 
   it('rejects a non-table', function()
-    has(err(torch.set_printoptions, 5), 'torch.set_printoptions: expected an options table')
+    has(err(torch.set_printoptions, 5), 'torch.set_printoptions: options must be a table')
     has(err(torch.set_printoptions, 5), 'got number 5')
   end)
 
@@ -33,7 +33,7 @@ describe('torch.set_printoptions with bad options', function()
     has(err(torch.set_printoptions, { linewidth = 0 }), 'option linewidth must be an integer >= 1, got 0')
     has(err(torch.set_printoptions, { threshold = 'x' }), 'option threshold')
     has(err(torch.set_printoptions, { sci_mode = 1 }), 'option sci_mode must be a boolean')
-    has(err(torch.set_printoptions, { bogus = 1 }), "unknown option 'bogus'")
+    has(err(torch.set_printoptions, { bogus = 1 }), 'unknown option bogus = 1')
     assert.are.equal('tensor([0.5000, 0.2500])', tostring(torch.tensor({ 0.5, 0.25 })))
   end)
 end)
@@ -89,5 +89,51 @@ describe('torch.save and torch.load errors', function()
       local _, count = m:gsub('torch%.[%w_]+: ', '')
       assert.are.equal(1, count, m)
     end
+  end)
+end)
+
+describe('one option check for torch, nn, optim, torch.data and torch.distributed', function()
+  local nn, optim = require 'nn', require 'optim'
+  local data, dist = require 'torch.data', require 'torch.distributed'
+
+  it('reports an unknown option the same way everywhere', function()
+    local ds = data.TensorDataset(torch.ones(4, 2))
+    local cases = {
+      { 'nn.Linear', function() return nn.Linear(2, 2, { bogus = 1 }) end },
+      { 'optim.SGD', function() return optim.SGD(nn.Linear(2, 2):parameters(), { lr = 0.1, bogus = 1 }) end },
+      { 'DataLoader', function() return data.DataLoader(ds, { bogus = 1 }) end },
+      { 'RandomSampler', function() return data.RandomSampler(ds, { bogus = 1 }) end },
+      { 'torch.set_printoptions', function() return torch.set_printoptions { bogus = 1 } end },
+      { 'torch.distributed.init_process_group', function() return dist.init_process_group { bogus = 1 } end },
+    }
+    for _, c in ipairs(cases) do
+      local m = err(c[2])
+      has(m, c[1] .. ': unknown option bogus = 1 (the options are ')
+    end
+    has(err(function() return data.DataLoader(ds, 5) end), 'DataLoader: options must be a table, got number 5')
+  end)
+
+  it('is the one torch.options that nn.utils uses', function()
+    local options = require 'torch.options'
+    local utils = require 'nn.utils'
+    assert.are.equal(options.check, utils.options)
+    assert.are.equal(options.required, utils.required)
+    assert.are.equal(options.required, optim.Optimizer.required)
+  end)
+end)
+
+describe('zero_grad', function()
+  local nn, optim = require 'nn', require 'optim'
+
+  it('behaves the same on a module and an optimizer', function()
+    local m = nn.Linear(2, 1)
+    local opt = optim.SGD(m:parameters(), { lr = 0.1 })
+    m(torch.ones(3, 2)):sum():backward()
+    m:zero_grad()
+    assert.are.equal(0, m.weight.grad:abs():sum():item())
+    opt:zero_grad({ set_to_none = true })
+    assert.is_nil(m.weight.grad)
+    has(err(function() m:zero_grad({ bogus = 1 }) end), 'zero_grad: unknown option bogus = 1')
+    has(err(function() opt:zero_grad({ bogus = 1 }) end), 'zero_grad: unknown option bogus = 1')
   end)
 end)

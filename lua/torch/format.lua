@@ -2,6 +2,8 @@
 -- with one width for all elements, scientific notation when the magnitudes call for it,
 -- integers and booleans as they are, summaries with '...' beyond 1000 elements, and the
 -- suffixes device=, dtype=, requires_grad=true, grad_fn=<...>.
+local options = require 'torch.options'
+
 local format = {}
 
 local opts = { precision = 4, threshold = 1000, edgeitems = 3, linewidth = 80, sci_mode = nil }
@@ -10,15 +12,10 @@ local opts = { precision = 4, threshold = 1000, edgeitems = 3, linewidth = 80, s
 -- option is checked before any is applied, so a bad one changes nothing.
 local limits = { precision = 0, threshold = 0, edgeitems = 1, linewidth = 1 }
 function format.set_printoptions(o)
-  if type(o) ~= 'table' then
-    error(('torch.set_printoptions: expected an options table {precision=, threshold=, edgeitems=, '
-      .. 'linewidth=, sci_mode=}, got %s %s'):format(type(o), tostring(o)), 2)
-  end
+  local none = options.none
+  o = options.check('torch.set_printoptions', o,
+    { precision = none, threshold = none, edgeitems = none, linewidth = none, sci_mode = none })
   for k, v in pairs(o) do
-    if opts[k] == nil and k ~= 'sci_mode' then
-      error(("torch.set_printoptions: unknown option '%s' (the options are edgeitems, linewidth, precision, "
-        .. "sci_mode, threshold)"):format(tostring(k)), 2)
-    end
     if k == 'sci_mode' then
       if type(v) ~= 'boolean' then
         error(('torch.set_printoptions: option sci_mode must be a boolean, got %s'):format(tostring(v)), 2)
