@@ -81,9 +81,13 @@ static create_opts check_opts(lua_State *L, int idx)
         int known = 0;
         while (option_names[known] && strcmp(option_names[known], k) != 0)
             known++;
-        if (!option_names[known])
-            luaL_error(L, "%s: unknown option '%s' (the options are dtype, device, requires_grad)",
-                       function_name(L), k);
+        if (!option_names[known]) {
+            lua_getfield(L, idx, k);
+            const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_pushfstring(L, "'%s'", lua_tostring(L, -1))
+                                                           : luaL_tolstring(L, -1, NULL);
+            luaL_error(L, "%s: unknown option %s = %s (the options are device, dtype, requires_grad)",
+                       function_name(L), k, v);
+        }
     }
     if (lua_getfield(L, idx, "dtype") != LUA_TNIL) {
         if (lua_type(L, -1) != LUA_TSTRING) {
