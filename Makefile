@@ -4,11 +4,14 @@
 #   make CUDA=0        build without the CUDA backend (default: built when nvcc is found)
 #   make MPI=0         build without the MPI backend (default: built when mpicc is found)
 #   make asan          AddressSanitizer + UBSan build in build-asan/, runs every spec
+#   make tsan          ThreadSanitizer build in build-tsan/, runs the threaded embedding hosts
+#                      and the DataLoader specs
 #   make install PREFIX=/usr/local
 #   make env           prints the exports that let stock lua5.4 find an uninstalled build
 
 BUILD   ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 PREFIX  ?= /usr/local
 CC      ?= cc
 OPT     ?= -O3
@@ -54,14 +57,14 @@ LIB_SO  := $(BUILD)/libdplua.so
 LUAMOD  := $(BUILD)/lua/torch.so
 BIN     := $(BUILD)/dplua
 CUDA_SO := $(BUILD)/libdplua_cuda.so
-HOSTS   := $(BUILD)/examples/embed/host $(BUILD)/examples/embed/threads
+HOSTS   := $(BUILD)/examples/embed/host $(BUILD)/examples/embed/threads $(BUILD)/examples/embed/grad_mode
 
 TARGETS := $(BIN) $(LIB_A) $(LIB_SO) $(LUAMOD) $(BUILD)/dplua.pc $(HOSTS)
 ifeq ($(CUDA),1)
 TARGETS += $(CUDA_SO)
 endif
 
-.PHONY: all deps test run asan install env clean bench check-cuda cuda-emu
+.PHONY: all deps test run asan tsan install env clean bench check-cuda cuda-emu
 all: $(TARGETS)
 
 # ------------------------------------------------------------------ engine and binding
@@ -180,6 +183,15 @@ asan: deps
 	$(MAKE) -j2 BUILD=$(ASAN_BUILD) CUDA=0 OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" all
 	BUILD=$(ASAN_BUILD) ASAN=1 spec/run
 
+# The specs run in the instrumented dplua binary: stock lua5.4 would need libtsan preloaded,
+# and the shells that the specs start would inherit it and crash.  A report fails the run.
+TSAN_RUN := TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+tsan:
+	$(MAKE) -j2 BUILD=$(TSAN_BUILD) CUDA=0 OPT=-O1 SAN="-fsanitize=thread -fno-omit-frame-pointer" all
+	$(TSAN_RUN) $(TSAN_BUILD)/examples/embed/threads
+	$(TSAN_RUN) $(TSAN_BUILD)/examples/embed/grad_mode
+	$(TSAN_RUN) BUILD=$(TSAN_BUILD) LUA="$(abspath $(TSAN_BUILD))/dplua" spec/gpu/specs cpu data embed
+
 env:
 	@echo 'export LUA_CPATH="$(abspath $(BUILD))/lua/?.so;;"'
 	@echo 'export PATH="$(abspath $(BUILD)):$$PATH"'
@@ -199,7 +211,7 @@ install: all
 # every build folder: build/, build-asan/, build-emu/, any BUILD= or EMU= given, and the
 # build-*/ folders of spec/gpu/bundle and bench (BUILD=build-bench)
 clean:
-	rm -rf $(sort build $(BUILD) $(ASAN_BUILD) $(EMU)) build-*/
+	rm -rf $(sort build $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(EMU)) build-*/
 
 # the differential fuzzer against PyTorch (tools/fuzz): make fuzz SECONDS=60 [SEED=1];
 # failing programs are left as reproducers under $(BUILD)/fuzz-findings

@@ -9,7 +9,8 @@
  *
  * The library never exits, aborts or prints: failures come back as Lua errors or as an
  * error code with dplua_last_error().  Several lua_States may be used from different
- * threads at once (one thread per state at a time).
+ * threads at once (one thread per state at a time).  Each state has its own grad mode
+ * (torch.set_grad_enabled, torch.no_grad), wherever it runs.
  */
 #ifndef DPLUA_H
 #define DPLUA_H

@@ -80,6 +80,44 @@ static void pin_library(void)
         dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
+static int next_entry(lua_State *L)
+{
+    lua_settop(L, 2);
+    if (lua_next(L, 1))
+        return 2;
+    lua_pushnil(L);
+    return 1;
+}
+
+/* __pairs of the _C proxy: the real table's entries */
+static int proxy_pairs(lua_State *L)
+{
+    lua_pushcfunction(L, next_entry);
+    lua_getmetatable(L, 1);
+    lua_getfield(L, -1, "__index");
+    lua_remove(L, -2);
+    lua_pushnil(L);
+    return 3;
+}
+
+/* Replaces the _C table on top of the stack with an empty proxy that reads and writes it.
+ * Lua names a function in "bad argument" messages after the first field of a loaded
+ * module that holds it; _C's functions are also torch's, and an empty proxy leaves only
+ * the public name (torch.arange, never torch._C.arange) to be found. */
+static void hide_internal_names(lua_State *L)
+{
+    lua_newtable(L);
+    lua_createtable(L, 0, 3);
+    lua_pushvalue(L, -3);
+    lua_setfield(L, -2, "__index");
+    lua_pushvalue(L, -3);
+    lua_setfield(L, -2, "__newindex");
+    lua_pushcfunction(L, proxy_pairs);
+    lua_setfield(L, -2, "__pairs");
+    lua_setmetatable(L, -2);
+    lua_remove(L, -2);
+}
+
 DPLUA_API int luaopen_dplua(lua_State *L)
 {
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
@@ -100,6 +138,8 @@ DPLUA_API int luaopen_dplua(lua_State *L)
         open_area(L, "data", dplua_open_data);
         open_area(L, "dist", dplua_open_dist);
         open_area(L, "parallel", dplua_open_parallel);
+        dplua_enter_grad_context(L, -1);
+        hide_internal_names(L);
         lua_setfield(L, -2, "torch._C");
     } else {
         lua_pop(L, 1);

@@ -119,15 +119,21 @@ static int t_to(lua_State *L)
             lua_pushnil(L);
             while (lua_next(L, i)) {
                 const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-                if (!k || (strcmp(k, "device") && strcmp(k, "dtype") && strcmp(k, "non_blocking") && strcmp(k, "copy")))
-                    return luaL_error(L, "to: invalid option '%s' (expected device, dtype, non_blocking)",
-                                      k ? k : luaL_typename(L, -2));
+                if (!k)
+                    return luaL_error(L, "Tensor:to: argument %d: expected an options table {device=, dtype=, "
+                                         "non_blocking=}, got a table with a %s key (%s)",
+                                      i - 1, luaL_typename(L, -2), luaL_tolstring(L, -2, NULL));
+                if (strcmp(k, "device") && strcmp(k, "dtype") && strcmp(k, "non_blocking") && strcmp(k, "copy"))
+                    return luaL_error(L, "Tensor:to: unknown option '%s' (the options are device, dtype, "
+                                         "non_blocking)", k);
                 lua_pop(L, 1);
             }
             if (lua_getfield(L, i, "device") != LUA_TNIL)
                 dev = lt_check_device(L, -1);
-            if (lua_getfield(L, i, "dtype") != LUA_TNIL)
-                dt = lt_check_dtype(L, -1);
+            if (lua_getfield(L, i, "dtype") != LUA_TNIL &&
+                (lua_type(L, -1) != LUA_TSTRING || dp_dtype_parse(lua_tostring(L, -1), &dt) != 0))
+                return luaL_error(L, "Tensor:to: option dtype: unknown dtype %s (expected float32, float64, "
+                                     "int64 or bool)", luaL_tolstring(L, -1, NULL));
             lua_pop(L, 2);
             non_blocking = lt_optfield_bool(L, i, "non_blocking", false);
         } else if (lua_isboolean(L, i)) {

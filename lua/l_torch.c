@@ -40,6 +40,28 @@ static void check_exists(lua_State *L, dp_device d)
         lt_raise(L);
 }
 
+/* "torch.zeros": the name the running function was called by, for messages */
+static const char *function_name(lua_State *L)
+{
+    lua_Debug ar;
+    if (!lua_getstack(L, 0, &ar) || !lua_getinfo(L, "nf", &ar))
+        return "torch";
+    if (ar.name)
+        return lua_pushfstring(L, "torch.%s", ar.name);
+    /* called without a name (pcall(torch.zeros, ...)): the field of torch that holds it */
+    int f = lua_gettop(L);
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    if (lua_getfield(L, -1, "torch") == LUA_TTABLE) {
+        lua_pushnil(L);
+        while (lua_next(L, -2)) {
+            if (lua_type(L, -2) == LUA_TSTRING && lua_rawequal(L, -1, f))
+                return lua_pushfstring(L, "torch.%s", lua_tostring(L, -2));
+            lua_pop(L, 1);
+        }
+    }
+    return "torch";
+}
+
 /* {dtype=, device=, requires_grad=} at idx (none or nil: defaults) */
 static create_opts check_opts(lua_State *L, int idx)
 {
@@ -55,13 +77,35 @@ static create_opts check_opts(lua_State *L, int idx)
         if (lua_type(L, -1) != LUA_TSTRING)
             luaL_argerror(L, idx, lua_pushfstring(L, "unexpected %s in the options table (only dtype=, "
                                                      "device=, requires_grad= are taken)", luaL_typename(L, -1)));
-        luaL_checkoption(L, -1, NULL, option_names);
+        const char *k = lua_tostring(L, -1);
+        int known = 0;
+        while (option_names[known] && strcmp(option_names[known], k) != 0)
+            known++;
+        if (!option_names[known]) {
+            lua_getfield(L, idx, k);
+            const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_pushfstring(L, "'%s'", lua_tostring(L, -1))
+                                                           : luaL_tolstring(L, -1, NULL);
+            luaL_error(L, "%s: unknown option %s = %s (the options are device, dtype, requires_grad)",
+                       function_name(L), k, v);
+        }
     }
     if (lua_getfield(L, idx, "dtype") != LUA_TNIL) {
-        o.dtype = lt_check_dtype(L, -1);
+        if (lua_type(L, -1) != LUA_TSTRING) {
+            const char *type = luaL_typename(L, -1), *value = luaL_tolstring(L, -1, NULL);
+            luaL_error(L, "%s: option dtype must be a string (float32, float64, int64 or bool), got %s %s",
+                       function_name(L), type, value);
+        }
+        const char *s = lua_tostring(L, -1);
+        if (dp_dtype_parse(s, &o.dtype) != 0)
+            luaL_error(L, "%s: option dtype: unknown dtype '%s' (expected float32, float64, int64 or bool)",
+                       function_name(L), s);
         o.has_dtype = true;
     }
     if (lua_getfield(L, idx, "device") != LUA_TNIL) {
+        const char *s = lua_tostring(L, -1);
+        if (lua_type(L, -1) == LUA_TSTRING && dp_device_parse(s, &o.device) != 0)
+            luaL_error(L, "%s: option device: unknown device '%s' (expected cpu, cpu:N, cuda or cuda:N)",
+                       function_name(L), s);
         o.device = lt_check_device(L, -1);
         o.has_device = true;
     }
@@ -512,14 +556,104 @@ static int c_set_num_threads(lua_State *L)
 
 static int c_get_num_threads(lua_State *L) { lua_pushinteger(L, dp_get_num_threads()); return 1; }
 
+/* ------------------------------------------------------------------ grad mode */
+
+/* Each Lua state has its own grad mode (a dp_grad_context userdata in its registry), and
+ * every C function that Lua can call enters it first: dplua_enter_grad_context wraps them
+ * when the state opens dplua.  States alternating on one thread, or a state moving to
+ * another thread, thus each see their own mode; entering is a comparison when the state is
+ * already current on its thread. */
+static const char grad_context_key;
+
+static dp_grad_context *grad_context(lua_State *L)
+{
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &grad_context_key);
+    dp_grad_context *c = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    return c;
+}
+
+/* A wrapped function: upvalues u1..un of the original (a C closure's own, which it reads
+ * through lua_upvalueindex as before, since it runs in this frame), then the original
+ * function, then the grad context.  n is 0 for all but a few. */
+static int enter_grad_context(lua_State *L)
+{
+    int n = 0;
+    while (lua_type(L, lua_upvalueindex(n + 3)) != LUA_TNONE)
+        n++;
+    dp_grad_context_enter(lua_touserdata(L, lua_upvalueindex(n + 2)));
+    return lua_tocfunction(L, lua_upvalueindex(n + 1))(L);
+}
+
+/* Replaces every C function in the table at idx (and in the tables it holds, each once:
+ * `seen` is at stack index seen) with its wrapped form. */
+static void wrap_table(lua_State *L, int idx, int seen)
+{
+    idx = lua_absindex(L, idx);
+    lua_pushvalue(L, idx);
+    if (lua_rawget(L, seen) != LUA_TNIL) {
+        lua_pop(L, 1);
+        return;
+    }
+    lua_pop(L, 1);
+    lua_pushvalue(L, idx);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, seen);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        if (lua_type(L, -1) == LUA_TTABLE) {
+            wrap_table(L, -1, seen);
+        } else if (lua_iscfunction(L, -1) && lua_tocfunction(L, -1) != enter_grad_context) {
+            int f = lua_gettop(L), n = 0;
+            while (lua_getupvalue(L, f, n + 1))
+                n++;
+            lua_pushcfunction(L, lua_tocfunction(L, f));
+            lua_rawgetp(L, LUA_REGISTRYINDEX, &grad_context_key);
+            lua_pushcclosure(L, enter_grad_context, n + 2);
+            lua_pushvalue(L, -3);     /* key */
+            lua_insert(L, -2);
+            lua_rawset(L, idx);       /* replacing a present key is allowed during lua_next */
+        }
+        lua_pop(L, 1);
+    }
+}
+
+void dplua_enter_grad_context(lua_State *L, int c_table)
+{
+    c_table = lua_absindex(L, c_table);
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &grad_context_key) == LUA_TUSERDATA) {
+        lua_pop(L, 1);
+        return;
+    }
+    lua_pop(L, 1);
+    dp_grad_context *c = lua_newuserdatauv(L, sizeof *c, 0);
+    *c = (dp_grad_context)DP_GRAD_CONTEXT_INIT;
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &grad_context_key);
+    lua_newtable(L);
+    int seen = lua_gettop(L);
+    wrap_table(L, c_table, seen);
+    /* the metatables of dplua's userdata (tensor, device, node, loader, reducer ...) */
+    lua_pushnil(L);
+    while (lua_next(L, LUA_REGISTRYINDEX)) {
+        if (lua_type(L, -2) == LUA_TSTRING && strncmp(lua_tostring(L, -2), "torch.", 6) == 0 &&
+            lua_type(L, -1) == LUA_TTABLE)
+            wrap_table(L, -1, seen);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    dp_grad_context_enter(c);
+}
+
 /* fn(...) with grad mode set to `on`, restored afterwards even when fn raises */
 static int with_grad_mode(lua_State *L, bool on)
 {
     luaL_checktype(L, 1, LUA_TFUNCTION);
-    bool prev = dp_grad_enabled();
-    dp_set_grad_enabled(on);
+    dp_grad_context *c = grad_context(L);
+    bool prev = c->enabled, prev_thread = dp_grad_enabled();
+    dp_grad_context_set(c, on);
     int rc = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
-    dp_set_grad_enabled(prev);
+    dp_grad_context_set(c, prev);
+    dp_set_grad_enabled(prev_thread);
     if (rc != LUA_OK)
         return lua_error(L);
     return lua_gettop(L);
@@ -532,7 +666,7 @@ static int c_is_grad_enabled(lua_State *L) { lua_pushboolean(L, dp_grad_enabled(
 static int c_set_grad_enabled(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TBOOLEAN);
-    dp_set_grad_enabled(lua_toboolean(L, 1));
+    dp_grad_context_set(grad_context(L), lua_toboolean(L, 1));
     return 0;
 }
 

@@ -100,5 +100,8 @@ int dplua_open_core(lua_State *L);     /* pushes the _C table */
 int dplua_open_data(lua_State *L);     /* pushes a table: loaders, serialization */
 int dplua_open_dist(lua_State *L);     /* pushes a table: process group, collectives */
 int dplua_open_parallel(lua_State *L); /* pushes a table: scatter, gather, broadcast */
+/* Gives the state its grad mode and makes every C function in the _C table at c_table, and
+ * in the metatables of dplua's userdata, enter it before running (l_torch.c). */
+void dplua_enter_grad_context(lua_State *L, int c_table);
 
 #endif

@@ -1,8 +1,9 @@
--- embed_spec.lua: the embedding examples (examples/embed/host.c and threads.c), built by
+-- embed_spec.lua: the embedding examples (examples/embed/host.c, threads.c, grad_mode.c), built by
 -- `make` against libdplua.a: their output and exit status.
 local shell = dofile('spec/helpers/shell.lua')
 local HOST = shell.build .. '/examples/embed/host'
 local THREADS = shell.build .. '/examples/embed/threads'
+local GRAD_MODE = shell.build .. '/examples/embed/grad_mode'
 local q = shell.q
 local slurp, run = shell.slurp, shell.run
 
@@ -87,5 +88,20 @@ describe('examples/embed/threads', function()
     local _, err, code = run(q(THREADS) .. ' 0')
     assert.are.equal(2, code)
     assert.truthy(err:find('usage:', 1, true), err)
+  end)
+end)
+
+describe('examples/embed/grad_mode', function()
+  it('keeps grad mode per state: states alternating on a thread, a state moving threads', function()
+    local out, err, code = run(q(GRAD_MODE))
+    assert.are.equal(0, code, out .. err)
+    for _, name in ipairs { 'B, after A, is on and backward works', 'A, after B, is still off',
+                            'B trains a model while A is off', 'thread 2: state C arrives off',
+                            'thread 2: its own state is still off', 'C, back on the main thread, is on',
+                            'D, moved here, is still off' } do
+      assert.truthy(passed(out, name), name .. '\n' .. out)
+    end
+    assert.truthy(out:find('all checks passed', 1, true), out)
+    assert.are.equal('', err)
   end)
 end)

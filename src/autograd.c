@@ -1,14 +1,38 @@
 /* autograd.c: the graph (nodes with input edges and saved tensors), the backward pass in
  * topological order, gradient accumulation into leaves and the grad-ready hook. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
+/* This thread's grad mode, and the session that loaded it from a context.  A session
+ * number is handed out once, to one thread, so a context whose session equals this
+ * thread's was entered here last and has not run anywhere since: its mode is already the
+ * thread's (including an engine-internal no-grad stretch a callback runs in).  Any other
+ * context is loaded again, whether another context ran here in between or this one ran on
+ * another thread; numbers are never reused, so a closed context or an exited thread can't
+ * be mistaken for a live one. */
 static _Thread_local bool g_no_grad;
+static _Thread_local uint64_t g_session;
+static _Atomic uint64_t g_sessions;
 
 bool dp_grad_enabled(void) { return !g_no_grad; }
 void dp_set_grad_enabled(bool on) { g_no_grad = !on; }
+
+void dp_grad_context_enter(dp_grad_context *c)
+{
+    if (c->session != 0 && c->session == g_session) return;
+    c->session = g_session = atomic_fetch_add_explicit(&g_sessions, 1, memory_order_relaxed) + 1;
+    g_no_grad = !c->enabled;
+}
+
+void dp_grad_context_set(dp_grad_context *c, bool on)
+{
+    dp_grad_context_enter(c);
+    c->enabled = on;
+    g_no_grad = !on;
+}
 
 bool dp_needs_grad(int n, dp_tensor *const *inputs)
 {

@@ -325,7 +325,21 @@ int dp_to_host(dp_tensor *t, void *out, dp_dtype dt, int64_t n);
 
 /* ---------------------------------------------------------------- autograd */
 
-/* Grad mode is thread-local. */
+/* Grad mode belongs to a context: each Lua state of the binding has one, so that states
+ * alternating on one thread, or a state moving to another thread, keep their own mode.
+ * The engine reads the mode of the calling thread, which is the mode of the context last
+ * entered on it.  Entering costs a comparison when that context is already current on the
+ * thread, so a caller enters its context at every call into the engine. */
+typedef struct dp_grad_context {
+    bool enabled;
+    uint64_t session;   /* which (context, thread) pairing last loaded the mode; 0: none */
+} dp_grad_context;
+#define DP_GRAD_CONTEXT_INIT { true, 0 }
+void dp_grad_context_enter(dp_grad_context *c);
+/* Sets the context's mode (current on this thread from now on, c having been entered). */
+void dp_grad_context_set(dp_grad_context *c, bool on);
+/* The calling thread's mode; dp_set_grad_enabled changes it for this thread only, without
+ * touching any context (the engine's internal no-grad stretches, which restore it). */
 bool dp_grad_enabled(void);
 void dp_set_grad_enabled(bool on);
 

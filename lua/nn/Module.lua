@@ -205,13 +205,7 @@ function Module:eval() return self:train(false) end
 
 -- PyTorch 1.13's default: gradients are zeroed in place; with {set_to_none=true} dropped.
 function Module:zero_grad(opts)
-  local o = utils.options('zero_grad', opts, { set_to_none = false })
-  for _, p in ipairs(self:parameters()) do
-    local g = p.grad
-    if g ~= nil then
-      if o.set_to_none then p.grad = nil else g:zero_() end
-    end
-  end
+  utils.zero_grad('zero_grad', self:parameters(), opts)
 end
 
 -- Moving and converting --------------------------------------------------------------

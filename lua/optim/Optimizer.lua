@@ -53,19 +53,12 @@ function Optimizer:add_param_group(group)
     seen[p] = true
     g.params[i] = p
   end
+  local given = {}
   for k, v in pairs(group) do
-    if k ~= 'params' then
-      if self.defaults[k] == nil then utils.error(('%s: unknown option %s'):format(who, tostring(k))) end
-      g[k] = v
-    end
+    if k ~= 'params' then given[k] = v end
   end
-  for k, v in pairs(self.defaults) do
-    if g[k] == nil then
-      if v == Optimizer.required then
-        utils.error(('%s: option %s is required'):format(who, k))
-      end
-      g[k] = type(v) == 'table' and { table.unpack(v) } or v
-    end
+  for k, v in pairs(utils.options(who, given, self.defaults)) do
+    g[k] = given[k] == nil and type(v) == 'table' and { table.unpack(v) } or v
   end
   if self.check then self:check(g) end
   self.param_groups[#self.param_groups + 1] = g
@@ -93,15 +86,11 @@ end
 
 -- PyTorch 1.13's default zeroes gradients in place; {set_to_none=true} drops them.
 function Optimizer:zero_grad(opts)
-  local o = utils.options(self.name .. ':zero_grad', opts, { set_to_none = false })
+  local params = {}
   for _, group in ipairs(self.param_groups) do
-    for _, p in ipairs(group.params) do
-      local g = p.grad
-      if g ~= nil then
-        if o.set_to_none then p.grad = nil else g:zero_() end
-      end
-    end
+    for _, p in ipairs(group.params) do params[#params + 1] = p end
   end
+  utils.zero_grad(self.name .. ':zero_grad', params, opts)
 end
 
 -- {state = {[i] = {...}}, param_groups = {{lr=..., params={i, ...}}, ...}}: parameters are

@@ -186,8 +186,28 @@ end
 -- outputs, as the sum of each output times its gradient.
 function autograd.backward(tensors, grads, opts)
   load()
-  if torch.is_tensor(tensors) then tensors, grads = { tensors }, { grads } end
+  if torch.is_tensor(tensors) then
+    if grads ~= nil and not torch.is_tensor(grads) then
+      utils.error(('torch.autograd.backward: argument 2 (grad_tensors) must be a tensor, got %s')
+        :format(type(grads)))
+    end
+    tensors, grads = { tensors }, { grads }
+  end
+  if type(tensors) ~= 'table' then
+    utils.error(('torch.autograd.backward: argument 1 (tensors) must be a tensor or a table of tensors, got %s')
+      :format(type(tensors) == 'string' and ("'" .. tensors .. "'") or type(tensors) .. ' ' .. tostring(tensors)))
+  end
+  if grads ~= nil and type(grads) ~= 'table' then
+    utils.error(('torch.autograd.backward: argument 2 (grad_tensors) must be a tensor or a table of tensors, got %s')
+      :format(type(grads)))
+  end
   grads = grads or {}
+  for i, t in ipairs(tensors) do
+    if not torch.is_tensor(t) then
+      utils.error(('torch.autograd.backward: tensors[%d] must be a tensor, got %s'):format(i, type(t)))
+    end
+  end
+  if #tensors == 0 then utils.error('torch.autograd.backward: argument 1 (tensors) is an empty table') end
   if #tensors == 1 then return tensors[1]:backward(grads[1], opts) end
   local root
   for i, t in ipairs(tensors) do

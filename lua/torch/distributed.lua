@@ -12,6 +12,7 @@
 -- naming each rank's call).  The work is done in src/dist*.c; this file checks arguments
 -- and raises errors at the caller's line.
 local C = require('torch._C').dist
+local options = require 'torch.options'
 
 local dist = {}
 
@@ -31,7 +32,8 @@ function dist.is_mpi_available() return C.has_mpi() end
 -- True when the CUDA backend with NCCL can be loaded (a GPU may still be missing).
 function dist.is_nccl_available() return C.has_nccl() end
 
-local init_options = { backend = true, world_size = true, rank = true, init_method = true }
+local init_options = { backend = options.none, world_size = options.none, rank = options.none,
+                       init_method = options.none }
 
 -- init_process_group{backend='mpi' | 'nccl' [, world_size=, rank=]} or
 -- init_process_group('mpi').  world_size and rank, when given, must agree with what MPI
@@ -43,12 +45,7 @@ function dist.init_process_group(opts)
   elseif type(opts) == 'string' then
     o = { backend = opts }
   elseif type(opts) == 'table' then
-    o = opts
-    for k in pairs(o) do
-      if not init_options[k] then
-        error(('torch.distributed.init_process_group: unknown option %s'):format(tostring(k)), 2)
-      end
-    end
+    o = options.check('torch.distributed.init_process_group', opts, init_options)
   else
     error(('torch.distributed.init_process_group: expected an option table or a backend name, got %s')
       :format(type(opts)), 2)

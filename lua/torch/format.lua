@@ -2,18 +2,31 @@
 -- with one width for all elements, scientific notation when the magnitudes call for it,
 -- integers and booleans as they are, summaries with '...' beyond 1000 elements, and the
 -- suffixes device=, dtype=, requires_grad=true, grad_fn=<...>.
+local options = require 'torch.options'
+
 local format = {}
 
 local opts = { precision = 4, threshold = 1000, edgeitems = 3, linewidth = 80, sci_mode = nil }
 
--- torch.set_printoptions{precision=, threshold=, edgeitems=, linewidth=, sci_mode=}
+-- torch.set_printoptions{precision=, threshold=, edgeitems=, linewidth=, sci_mode=}: every
+-- option is checked before any is applied, so a bad one changes nothing.
+local limits = { precision = 0, threshold = 0, edgeitems = 1, linewidth = 1 }
 function format.set_printoptions(o)
+  local none = options.none
+  o = options.check('torch.set_printoptions', o,
+    { precision = none, threshold = none, edgeitems = none, linewidth = none, sci_mode = none })
   for k, v in pairs(o) do
-    if opts[k] == nil and k ~= 'sci_mode' then
-      error(("set_printoptions: unknown option '%s'"):format(tostring(k)), 2)
+    if k == 'sci_mode' then
+      if type(v) ~= 'boolean' then
+        error(('torch.set_printoptions: option sci_mode must be a boolean, got %s'):format(tostring(v)), 2)
+      end
+    elseif math.type(v) ~= 'integer' and not (math.type(v) == 'float' and v == math.floor(v) and v < 2^53)
+        or v < limits[k] then
+      error(('torch.set_printoptions: option %s must be an integer >= %d, got %s')
+        :format(k, limits[k], tostring(v)), 2)
     end
-    opts[k] = v
   end
+  for k, v in pairs(o) do opts[k] = k == 'sci_mode' and v or math.tointeger(v) end
 end
 
 local ELLIPSIS = {}   -- marks the elided middle of a summarised dimension

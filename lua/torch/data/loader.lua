@@ -65,19 +65,8 @@ function DataLoader:__init(dataset, opts)
   if type(dataset) ~= 'table' and type(dataset) ~= 'userdata' then
     error(('DataLoader: expected a dataset as the first argument, got %s'):format(type(dataset)), 3)
   end
+  require('torch.options').check('DataLoader', opts, DEFAULTS)
   opts = opts or {}
-  if type(opts) ~= 'table' then
-    error(('DataLoader: options must be a table, got %s'):format(type(opts)), 3)
-  end
-  for k, v in pairs(opts) do
-    if DEFAULTS[k] == nil then
-      local names = {}
-      for name in pairs(DEFAULTS) do names[#names + 1] = name end
-      table.sort(names)
-      error(('DataLoader: unknown option %s = %s (the options are %s)')
-        :format(tostring(k), show(v), table.concat(names, ', ')), 3)
-    end
-  end
   local ok, get = pcall(function() return dataset.get end)
   if not ok or type(get) ~= 'function' then
     error('DataLoader: the dataset has no get(i) method (a dataset defines get(i) and __len())', 3)

@@ -6,24 +6,14 @@
 -- Permutations come from the engine's random stream, so torch.manual_seed repeats them;
 -- a generator {seed = s} gives a stream of its own.
 local torch = require 'torch'
+local options = require 'torch.options'
 local C = require('torch._C').data
 local Dataset = require('torch.data.dataset').Dataset
 
 local function check_options(who, opts, allowed)
-  if opts == nil then return {} end
-  if type(opts) ~= 'table' then
-    error(('%s: options must be a table, got %s'):format(who, type(opts)), 4)
-  end
-  for k, v in pairs(opts) do
-    if allowed[k] == nil then
-      local names = {}
-      for name in pairs(allowed) do names[#names + 1] = name end
-      table.sort(names)
-      error(('%s: unknown option %s (= %s); the options are %s')
-        :format(who, tostring(k), tostring(v), table.concat(names, ', ')), 4)
-    end
-  end
-  return opts
+  local defaults = {}
+  for k in pairs(allowed) do defaults[k] = options.none end
+  return options.check(who, opts, defaults)
 end
 
 -- The most indices one epoch's list can hold: a Lua table's array part stops at 2^31 - 1
