@@ -585,6 +585,20 @@ static int enter_grad_context(lua_State *L)
     return lua_tocfunction(L, lua_upvalueindex(n + 1))(L);
 }
 
+/* Metamethods that never reach grad mode (releasing, sizes, printing, equality) are not
+ * wrapped: __gc runs for every tensor the collector frees. */
+static bool mode_free(lua_State *L, int key)
+{
+    static const char *const names[] = { "__gc", "__close", "__len", "__tostring", "__eq" };
+    if (lua_type(L, key) != LUA_TSTRING)
+        return false;
+    const char *k = lua_tostring(L, key);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(k, names[i]) == 0)
+            return true;
+    return false;
+}
+
 /* Replaces every C function in the table at idx (and in the tables it holds, each once:
  * `seen` is at stack index seen) with its wrapped form. */
 static void wrap_table(lua_State *L, int idx, int seen)
@@ -603,7 +617,7 @@ static void wrap_table(lua_State *L, int idx, int seen)
     while (lua_next(L, idx)) {
         if (lua_type(L, -1) == LUA_TTABLE) {
             wrap_table(L, -1, seen);
-        } else if (lua_iscfunction(L, -1) && lua_tocfunction(L, -1) != enter_grad_context) {
+        } else if (lua_iscfunction(L, -1) && lua_tocfunction(L, -1) != enter_grad_context && !mode_free(L, -2)) {
             int f = lua_gettop(L), n = 0;
             while (lua_getupvalue(L, f, n + 1))
                 n++;
