@@ -585,6 +585,13 @@ static int enter_grad_context(lua_State *L)
     return lua_tocfunction(L, lua_upvalueindex(n + 1))(L);
 }
 
+/* the same for a function without upvalues of its own (nearly all): no counting */
+static int enter_grad_context0(lua_State *L)
+{
+    dp_grad_context_enter(lua_touserdata(L, lua_upvalueindex(2)));
+    return lua_tocfunction(L, lua_upvalueindex(1))(L);
+}
+
 /* Metamethods that never reach grad mode (releasing, sizes, printing, equality) are not
  * wrapped: __gc runs for every tensor the collector frees. */
 static bool mode_free(lua_State *L, int key)
@@ -617,13 +624,14 @@ static void wrap_table(lua_State *L, int idx, int seen)
     while (lua_next(L, idx)) {
         if (lua_type(L, -1) == LUA_TTABLE) {
             wrap_table(L, -1, seen);
-        } else if (lua_iscfunction(L, -1) && lua_tocfunction(L, -1) != enter_grad_context && !mode_free(L, -2)) {
+        } else if (lua_iscfunction(L, -1) && lua_tocfunction(L, -1) != enter_grad_context &&
+                   lua_tocfunction(L, -1) != enter_grad_context0 && !mode_free(L, -2)) {
             int f = lua_gettop(L), n = 0;
             while (lua_getupvalue(L, f, n + 1))
                 n++;
             lua_pushcfunction(L, lua_tocfunction(L, f));
             lua_rawgetp(L, LUA_REGISTRYINDEX, &grad_context_key);
-            lua_pushcclosure(L, enter_grad_context, n + 2);
+            lua_pushcclosure(L, n ? enter_grad_context : enter_grad_context0, n + 2);
             lua_pushvalue(L, -3);     /* key */
             lua_insert(L, -2);
             lua_rawset(L, idx);       /* replacing a present key is allowed during lua_next */
