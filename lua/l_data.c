@@ -129,12 +129,8 @@ static int l_loader_gc(lua_State *L)
 }
 
 static const luaL_Reg loader_methods[] = {
-    { "start", l_loader_start },
-    { "next", l_loader_next },
-    { "num_batches", l_loader_num_batches },
-    { "num_workers", l_loader_num_workers },
-    { "close", l_loader_gc },
-    { NULL, NULL },
+    { "start", l_loader_start }, { "next", l_loader_next }, { "num_batches", l_loader_num_batches },
+    { "num_workers", l_loader_num_workers }, { "close", l_loader_gc }, { NULL, NULL }
 };
 
 /* ---------------------------------------------------------------- collate, permutations */
@@ -326,17 +322,10 @@ static int l_stderr_isatty(lua_State *L)
 }
 
 static const luaL_Reg data_functions[] = {
-    { "loader", l_loader_new },
-    { "stack", l_stack },
-    { "randperm", l_randperm },
-    { "save_safetensors", l_save_safetensors },
-    { "load_safetensors", l_load_safetensors },
-    { "save_npy", l_save_npy },
-    { "load_npy", l_load_npy },
-    { "is_tensor", lt_is_tensor },
-    { "stderr_isatty", l_stderr_isatty },
-    { "clock", lt_clock },
-    { NULL, NULL },
+    { "loader", l_loader_new }, { "stack", l_stack }, { "randperm", l_randperm },
+    { "save_safetensors", l_save_safetensors }, { "load_safetensors", l_load_safetensors },
+    { "save_npy", l_save_npy }, { "load_npy", l_load_npy }, { "is_tensor", lt_is_tensor },
+    { "stderr_isatty", l_stderr_isatty }, { "clock", lt_clock }, { NULL, NULL }
 };
 
 int dplua_open_data(lua_State *L)

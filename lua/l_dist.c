@@ -198,30 +198,17 @@ static int r_gc(lua_State *L) {
 }
 
 static const luaL_Reg reducer_methods[] = {
-    { "prepare", r_prepare },
-    { "buckets", r_buckets },
-    { "stats", r_stats },
-    { "close", r_gc },
-    { NULL, NULL },
+    { "prepare", r_prepare }, { "buckets", r_buckets }, { "stats", r_stats }, { "close", r_gc },
+    { NULL, NULL }
 };
 
 static const luaL_Reg dist_functions[] = {
-    { "init", d_init },
-    { "is_initialized", d_is_initialized },
-    { "get_rank", d_rank },
-    { "get_world_size", d_world_size },
-    { "get_local_rank", d_local_rank },
-    { "get_backend", d_backend },
-    { "has_mpi", d_has_mpi },
-    { "has_nccl", d_has_nccl },
-    { "all_reduce", d_all_reduce },
-    { "broadcast", d_broadcast },
-    { "all_gather", d_all_gather },
-    { "all_gather_string", d_all_gather_string },
-    { "barrier", d_barrier },
-    { "destroy", d_destroy },
-    { "reducer", d_reducer },
-    { NULL, NULL },
+    { "init", d_init }, { "is_initialized", d_is_initialized }, { "get_rank", d_rank },
+    { "get_world_size", d_world_size }, { "get_local_rank", d_local_rank },
+    { "get_backend", d_backend }, { "has_mpi", d_has_mpi }, { "has_nccl", d_has_nccl },
+    { "all_reduce", d_all_reduce }, { "broadcast", d_broadcast }, { "all_gather", d_all_gather },
+    { "all_gather_string", d_all_gather_string }, { "barrier", d_barrier },
+    { "destroy", d_destroy }, { "reducer", d_reducer }, { NULL, NULL }
 };
 
 int dplua_open_dist(lua_State *L) {

@@ -226,13 +226,9 @@ static int l_reduce_add_coalesced(lua_State *L)
 }
 
 static const luaL_Reg parallel_funcs[] = {
-    { "devices", l_devices },
-    { "scatter_sizes", l_scatter_sizes },
-    { "scatter", l_scatter },
-    { "broadcast_coalesced", l_broadcast_coalesced },
-    { "gather", l_gather },
-    { "reduce_add_coalesced", l_reduce_add_coalesced },
-    { NULL, NULL },
+    { "devices", l_devices }, { "scatter_sizes", l_scatter_sizes }, { "scatter", l_scatter },
+    { "broadcast_coalesced", l_broadcast_coalesced }, { "gather", l_gather },
+    { "reduce_add_coalesced", l_reduce_add_coalesced }, { NULL, NULL }
 };
 
 int dplua_open_parallel(lua_State *L)

@@ -7,11 +7,7 @@ local data = require 'torch.data'
 local LUA = os.getenv('LUA') or 'lua5.4'
 local expect_error = dofile('spec/helpers/check.lua').expect_error
 
-local function shape_of(t)
-  local s = {}
-  for d = 1, t:dim() do s[d] = t:size(d) end
-  return s
-end
+local shape_of = dofile('spec/helpers/check.lua').shape_of
 
 -- The notes' dataset: `length` random rows of `size` values.
 local RandomDataset, parent = torch.class('dataspec.RandomDataset', 'torch.data.Dataset')

@@ -6,11 +6,7 @@ local nn = require 'nn'
 local data = require 'torch.data'
 local expect_error = dofile('spec/helpers/check.lua').expect_error
 
-local function shape_of(t)
-  local s = {}
-  for d = 1, t:dim() do s[d] = t:size(d) end
-  return s
-end
+local shape_of = dofile('spec/helpers/check.lua').shape_of
 
 local function shapes(pieces)
   local out = {}

@@ -195,6 +195,17 @@ dp_tensor *dp_stack(int n, dp_tensor *const *ts, int dim)
     return out;
 }
 
+int64_t *dp_indices_to_host(dp_tensor *index, int64_t n, int64_t limit, int64_t *bad)
+{
+    int64_t *host = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    if (!host) { dp_error("out of memory"); return NULL; }
+    if (dp_to_host(index, host, DP_INT64, n)) { free(host); return NULL; }
+    *bad = -1;
+    for (int64_t i = 0; i < n && *bad < 0; i++)
+        if (host[i] < 0 || host[i] >= limit) *bad = i;
+    return host;
+}
+
 static int index_select_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
 {
     dp_tensor *idx = dp_saved(n, 0);
@@ -219,16 +230,14 @@ dp_tensor *dp_index_select(dp_tensor *t, int dim, dp_tensor *index)
         return NULL;
     }
     int64_t n = dp_numel(index), len = t->sizes[dim];
-    int64_t *host = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-    if (!host) { dp_error("out of memory"); return NULL; }
-    if (dp_to_host(index, host, DP_INT64, n)) { free(host); return NULL; }
-    for (int64_t i = 0; i < n; i++) {
-        if (host[i] < 0 || host[i] >= len) {
-            dp_error("index_select: index %lld at position %lld is out of range for dimension %d with size %lld",
-                     (long long)host[i] + 1, (long long)i + 1, dim + 1, (long long)len);
-            free(host);
-            return NULL;
-        }
+    int64_t bad;
+    int64_t *host = dp_indices_to_host(index, n, len, &bad);
+    if (!host) return NULL;
+    if (bad >= 0) {
+        dp_error("index_select: index %lld at position %lld is out of range for dimension %d with size %lld",
+                 (long long)host[bad] + 1, (long long)bad + 1, dim + 1, (long long)len);
+        free(host);
+        return NULL;
     }
     dp_tensor *idx = dp_from_host(host, DP_INT64, 1, &n, DP_INT64, t->device);
     free(host);

@@ -72,6 +72,9 @@ void dp_bump_version(dp_tensor *t);
 int dp_check_inplace(dp_tensor *t, const char *op);
 /* Counts bytes moved between distinct devices. */
 void dp_count_copied(uint64_t nbytes);
+/* The first n int64 indices of index copied to the host (free() them), with *bad the
+ * position of the first outside [0, limit), or -1; NULL with the message set on failure. */
+int64_t *dp_indices_to_host(dp_tensor *index, int64_t n, int64_t limit, int64_t *bad);
 /* Raw strided copy src -> dst (same shape, any devices and dtypes), no autograd. */
 int dp_copy_raw(dp_tensor *dst, dp_tensor *src);
 /* Pinned host memory through the CUDA backend (registry.c); NULL with the message set. */

@@ -166,18 +166,13 @@ dp_tensor *dp_nll_loss(dp_tensor *input, dp_tensor *target, dp_reduction red)
     if (need_float(input->dtype, "nll_loss")) return NULL;
     int64_t N = single ? 1 : input->sizes[0], C = input->sizes[input->ndim - 1];
     /* range-check the targets on the host */
-    int64_t *t = malloc(sizeof(int64_t) * (size_t)(N ? N : 1));
-    if (!t) { dp_error("out of memory"); return NULL; }
-    if (dp_to_host(target, t, DP_INT64, N)) { free(t); return NULL; }
-    for (int64_t i = 0; i < N; i++) {
-        if (t[i] < 0 || t[i] >= C) {
-            dp_error("target %lld at position %lld is out of bounds: class indices must be between 1 and %lld",
-                     (long long)t[i] + 1, (long long)i + 1, (long long)C);
-            free(t);
-            return NULL;
-        }
-    }
+    int64_t bad, *t = dp_indices_to_host(target, N, C, &bad);
+    if (!t) return NULL;
+    if (bad >= 0)
+        dp_error("target %lld at position %lld is out of bounds: class indices must be between 1 and %lld",
+                 (long long)t[bad] + 1, (long long)bad + 1, (long long)C);
     free(t);
+    if (bad >= 0) return NULL;
     int64_t one = 1;
     dp_tensor *tg = dp_reshape(target, 1, &one), *in2 = NULL, *out = NULL;
     if (!single) { dp_tensor_release(tg); tg = dp_contiguous(target); }

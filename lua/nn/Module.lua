@@ -68,24 +68,19 @@ local function check_name(self, who, name)
   end
 end
 
-function Module:register_parameter(name, t)
-  check_name(self, 'register_parameter', name)
+-- a tensor field of kind 'parameter' or 'buffer' (who: the method, for errors)
+local function register_tensor(self, who, kind, name, t)
+  check_name(self, who, name)
   if t ~= nil and not torch.is_tensor(t) then
-    utils.error(('register_parameter: %s must be a tensor or nil, got %s'):format(name, type(t)))
+    utils.error(('%s: %s must be a tensor or nil, got %s'):format(who, name, type(t)))
   end
-  if t ~= nil and not Parameter.is(t) then t = Parameter(t) end
-  register(self, name, 'parameter')
+  if kind == 'parameter' and t ~= nil and not Parameter.is(t) then t = Parameter(t) end
+  register(self, name, kind)
   rawset(self, name, t)
 end
 
-function Module:register_buffer(name, t)
-  check_name(self, 'register_buffer', name)
-  if t ~= nil and not torch.is_tensor(t) then
-    utils.error(('register_buffer: %s must be a tensor or nil, got %s'):format(name, type(t)))
-  end
-  register(self, name, 'buffer')
-  rawset(self, name, t)
-end
+function Module:register_parameter(name, t) register_tensor(self, 'register_parameter', 'parameter', name, t) end
+function Module:register_buffer(name, t) register_tensor(self, 'register_buffer', 'buffer', name, t) end
 
 function Module:add_module(name, m)
   if not is_module(m) then

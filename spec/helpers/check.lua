@@ -22,6 +22,13 @@ function M.expect_error(fn, ...)
   return err
 end
 
+-- A tensor's sizes as a list of numbers.
+function M.shape_of(t)
+  local s = {}
+  for d = 1, t:dim() do s[d] = t:size(d) end
+  return s
+end
+
 function M.assert_contains(s, part)
   assert.is_truthy(s:find(part, 1, true), ('%q does not contain %q'):format(s, part))
 end
