@@ -321,6 +321,18 @@ static void *cuda_alloc_block(dp_device dev, size_t nbytes)
     return b->ptr;
 }
 
+/* b takes in the block after it in its segment (which the caller has taken off its pool);
+ * returns b */
+static block *absorb_next(block *b)
+{
+    block *n = b->next;
+    b->size += n->size;
+    b->next = n->next;
+    if (n->next) n->next->prev = b;
+    delete n;
+    return b;
+}
+
 static void cuda_free(dp_device dev, void *ptr, size_t nbytes)
 {
     (void)nbytes;
@@ -335,21 +347,12 @@ static void cuda_free(dp_device dev, void *ptr, size_t nbytes)
     b->allocated = false;
     auto &pool = b->small ? d->free_small : d->free_large;
     if (b->prev && !b->prev->allocated) {   /* merge with the free block before */
-        block *p = b->prev;
-        pool.erase(p);
-        p->size += b->size;
-        p->next = b->next;
-        if (b->next) b->next->prev = p;
-        delete b;
-        b = p;
+        pool.erase(b->prev);
+        b = absorb_next(b->prev);
     }
     if (b->next && !b->next->allocated) {   /* and the one after */
-        block *n = b->next;
-        pool.erase(n);
-        b->size += n->size;
-        b->next = n->next;
-        if (n->next) n->next->prev = b;
-        delete n;
+        pool.erase(b->next);
+        absorb_next(b);
     }
     pool.insert(b);
 }

@@ -251,39 +251,25 @@ template <typename T> __device__ __forceinline__ T dp_warp_max(T v)
     return v;
 }
 
-/* Sum over the block; the result is valid in thread 0 and broadcast to all threads.
+/* Sum (MAX false) or maximum (MAX true; NaN wins) over the block, broadcast to all threads.
  * `shared` holds at least 32 values.  Every thread of the block must call it. */
-template <typename T> __device__ T dp_block_sum(T v, T *shared)
+template <bool MAX, typename T> __device__ T dp_block_reduce(T v, T *shared)
 {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
-    v = dp_warp_sum(v);
+    v = MAX ? dp_warp_max(v) : dp_warp_sum(v);
     __syncthreads();
     if (lane == 0) shared[warp] = v;
     __syncthreads();
     if (warp == 0) {
-        v = lane < nwarps ? shared[lane] : (T)0;
-        v = dp_warp_sum(v);
+        v = lane < nwarps ? shared[lane] : (MAX ? shared[0] : (T)0);
+        v = MAX ? dp_warp_max(v) : dp_warp_sum(v);
         if (lane == 0) shared[0] = v;
     }
     __syncthreads();
     return shared[0];
 }
 
-/* Maximum over the block (NaN wins), broadcast to all threads. */
-template <typename T> __device__ T dp_block_max(T v, T *shared)
-{
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
-    v = dp_warp_max(v);
-    __syncthreads();
-    if (lane == 0) shared[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        v = lane < nwarps ? shared[lane] : shared[0];
-        v = dp_warp_max(v);
-        if (lane == 0) shared[0] = v;
-    }
-    __syncthreads();
-    return shared[0];
-}
+template <typename T> __device__ T dp_block_sum(T v, T *shared) { return dp_block_reduce<false>(v, shared); }
+template <typename T> __device__ T dp_block_max(T v, T *shared) { return dp_block_reduce<true>(v, shared); }
 
 #endif

@@ -57,20 +57,25 @@ static int check_args(const char *what, const dp_view *a, const dp_view *b, int 
     return 0;
 }
 
-struct DP_HIDDEN select_launch {
-    const dp_view *out, *in, *idx;
+/* index_select (add false: out[i] = in[idx[i]] along dim) or index_add (add true:
+ * gin[idx[i]] += src[i]): the iterated view is out or src, the indexed one in or gin */
+struct DP_HIDDEN index_launch {
+    bool add;
+    const dp_view *iterated, *indexed, *idx;
     int dim;
     template <typename T> int run() const
     {
         dp_offsets<3> oc;
         bool contig;
-        int64_t n = index_offsets(&oc, &contig, out, in, dim);
+        int64_t n = index_offsets(&oc, &contig, iterated, indexed, dim);
         if (n == 0) return 0;
-        CUDA_STREAM_OF(out->device, s);
-        index_select_kernel<T><<<dp_grid_for(n, DP_THREADS), DP_THREADS, 0, s>>>(
-            oc, n, (T *)out->data, (const T *)in->data, in->strides[dim], (const int64_t *)idx->data,
-            idx->ndim ? idx->strides[0] : 0);
-        CUDA_CHECK_LAUNCH("index_select");
+        CUDA_STREAM_OF(iterated->device, s);
+        unsigned g = dp_grid_for(n, DP_THREADS);
+        const int64_t *ix = (const int64_t *)idx->data;
+        int64_t xs = idx->ndim ? idx->strides[0] : 0, ds = indexed->strides[dim];
+        if (add) index_add_kernel<T><<<g, DP_THREADS, 0, s>>>(oc, n, (const T *)iterated->data, (T *)indexed->data, ds, ix, xs);
+        else index_select_kernel<T><<<g, DP_THREADS, 0, s>>>(oc, n, (T *)iterated->data, (const T *)indexed->data, ds, ix, xs);
+        CUDA_CHECK_LAUNCH(add ? "index_add" : "index_select");
         return 0;
     }
 };
@@ -78,31 +83,13 @@ struct DP_HIDDEN select_launch {
 extern "C" int dp_cuda_index_select(const dp_view *out, const dp_view *in, int dim, const dp_view *idx)
 {
     if (check_args("index_select", out, in, dim, idx)) return -1;
-    select_launch f = { out, in, idx, dim };
+    index_launch f = { false, out, in, idx, dim };
     return DP_DISPATCH_OUT(out->dtype, f);
 }
-
-struct DP_HIDDEN add_launch {
-    const dp_view *gin, *src, *idx;
-    int dim;
-    template <typename T> int run() const
-    {
-        dp_offsets<3> oc;
-        bool contig;
-        int64_t n = index_offsets(&oc, &contig, src, gin, dim);
-        if (n == 0) return 0;
-        CUDA_STREAM_OF(gin->device, s);
-        index_add_kernel<T><<<dp_grid_for(n, DP_THREADS), DP_THREADS, 0, s>>>(
-            oc, n, (const T *)src->data, (T *)gin->data, gin->strides[dim], (const int64_t *)idx->data,
-            idx->ndim ? idx->strides[0] : 0);
-        CUDA_CHECK_LAUNCH("index_add");
-        return 0;
-    }
-};
 
 extern "C" int dp_cuda_index_add(const dp_view *grad_in, int dim, const dp_view *idx, const dp_view *src)
 {
     if (check_args("index_add", grad_in, src, dim, idx)) return -1;
-    add_launch f = { grad_in, src, idx, dim };
+    index_launch f = { true, src, grad_in, idx, dim };
     return DP_DISPATCH_OUT(grad_in->dtype, f);
 }

@@ -70,6 +70,14 @@ int dp_scatter(dp_tensor *t, int dim, int ndev, const dp_device *devs, dp_tensor
 
 /* ------------------------------------------------------------------ broadcast */
 
+/* The n parts joined along dim (one part: itself), as a new reference. */
+static dp_tensor *cat_or_one(int n, dp_tensor **parts, int dim)
+{
+    if (n > 1) return dp_cat(n, parts, dim);
+    dp_tensor_retain(parts[0]);
+    return parts[0];
+}
+
 /* ts[idx[0..k-1]] flattened and joined into one 1-D tensor (differentiable). */
 static dp_tensor *flatten_join(dp_tensor *const *ts, const int *idx, int k)
 {
@@ -86,12 +94,7 @@ static dp_tensor *flatten_join(dp_tensor *const *ts, const int *idx, int k)
         if (!flats[made])
             goto done;
     }
-    if (k == 1) {
-        joined = flats[0];
-        dp_tensor_retain(joined);
-    } else {
-        joined = dp_cat(k, flats, 0);
-    }
+    joined = cat_or_one(k, flats, 0);
 done:
     release_all(flats, made);
     free(flats);
@@ -366,12 +369,7 @@ dp_tensor *dp_gather(int n, dp_tensor *const *ts, dp_device dev, int dim)
         if (!moved[made])
             goto done;
     }
-    if (n == 1) {
-        result = moved[0];
-        dp_tensor_retain(result);
-    } else {
-        result = dp_cat(n, moved, dim);
-    }
+    result = cat_or_one(n, moved, dim);
 done:
     release_all(moved, made);
     free(moved);

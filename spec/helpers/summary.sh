@@ -3,23 +3,19 @@
 #
 # summary LOG: prints "PASSED FAILED SKIPPED" from the last "N passed, N failed[, N skipped]"
 # line of LOG (the line every suite ends with); prints nothing and fails when there is none.
+# summary --busted LOG (busted_summary LOG): the same from busted's last "N successes /
+# N failures / N errors / N pending" line (errors count as failures, pending as skipped).
 summary() {
-  local line
-  line=$(grep -aE '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -1)
+  local busted=0 re line
+  if [ "$1" = --busted ]; then busted=1; shift; fi
+  re='^[0-9]+ passed, [0-9]+ failed'
+  [ $busted = 1 ] && re='[0-9]+ success(es)? / [0-9]+ failures? / [0-9]+ errors? / [0-9]+ pending'
+  line=$(grep -aE "$re" "$1" | tail -1)
   [ -n "$line" ] || return 1
   set -- $line
-  echo "$1 ${3%,} ${5:-0}"
+  if [ $busted = 1 ]; then echo "$1 $(( $4 + $7 )) ${10}"; else echo "$1 ${3%,} ${5:-0}"; fi
 }
-
-# busted_summary LOG: the same from busted's last "N successes / N failures / N errors /
-# N pending" line (errors count as failures, pending as skipped).
-busted_summary() {
-  local line
-  line=$(grep -aE '[0-9]+ success(es)? / [0-9]+ failures? / [0-9]+ errors? / [0-9]+ pending' "$1" | tail -1)
-  [ -n "$line" ] || return 1
-  set -- $line
-  echo "$1 $(( $4 + $7 )) ${10}"
-}
+busted_summary() { summary --busted "$1"; }
 
 # use_build: the environment that runs the specs against $BUILD (default build/): the
 # dplua binary on PATH, torch.so for stock lua5.4, DPLUA_BUILD for the specs.
