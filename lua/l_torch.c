@@ -1,7 +1,7 @@
 /* l_torch.c: the torch functions of torch._C: tensor creation (with PyTorch's dtype
  * inference), cat/stack, comparisons of whole tensors, devices and the cuda/cpu tables,
  * random seeds, threads, grad mode, and the functional internals that
- * nn and optim build on (linear, losses, dropout, optimizer steps, DataParallel's to_reuse).
+ * nn and optim build on (linear, losses, dropout, optimizer steps, DataParallel's primitives).
  * dplua_open_core assembles _C from these and the tensor binding. */
 #include <math.h>
 #include <string.h>
@@ -780,13 +780,6 @@ static int c_adam_step(lua_State *L)
     return dp_adam_step(p, g, m, v, &o) == 0 ? 0 : lt_raise(L);
 }
 
-static int c_to_reuse(lua_State *L)
-{
-    dp_tensor *t = lt_check(L, 1), *dst = lt_check(L, 2);
-    dp_tensor **slot = lt_newslot(L);
-    return lt_done(L, *slot = dp_to_reuse(t, dst, lua_toboolean(L, 3)));
-}
-
 /* set_data(p, new): p takes new's storage, shape, dtype and device in place, keeping its
  * identity (every Lua reference, hooks), requires_grad and grad: PyTorch's `p.data = new`,
  * which nn's Module:to() uses so that optimizers holding p keep working. */
@@ -820,7 +813,7 @@ static const luaL_Reg torch_functions[] = {
     { "set_float32_matmul_precision", c_set_float32_matmul_precision }, { "clock", lt_clock },
     { "linear", c_linear }, { "mse_loss", c_mse_loss }, { "nll_loss", c_nll_loss },
     { "cross_entropy", c_cross_entropy }, { "dropout", c_dropout }, { "sgd_step", c_sgd_step },
-    { "adam_step", c_adam_step }, { "to_reuse", c_to_reuse }, { "bytes_copied", c_bytes_copied }, { "set_data", c_set_data },
+    { "adam_step", c_adam_step }, { "bytes_copied", c_bytes_copied }, { "set_data", c_set_data },
     { "ops", lt_push_op_table }, { NULL, NULL }
 };
 

@@ -75,6 +75,11 @@ void dp_count_copied(uint64_t nbytes);
 /* The first n int64 indices of index copied to the host (free() them), with *bad the
  * position of the first outside [0, limit), or -1; NULL with the message set on failure. */
 int64_t *dp_indices_to_host(dp_tensor *index, int64_t n, int64_t limit, int64_t *bad);
+/* A new tensor drawn from the global random stream (random.c): dist and a, b as the
+ * backend's random kernel takes them. */
+dp_tensor *dp_random_new(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev, dp_rng_dist dist, double a, double b);
+/* 0, or -1 with "op: expected a floating point dtype, got int64" (random.c). */
+int dp_need_float(dp_dtype dt, const char *op);
 /* Raw strided copy src -> dst (same shape, any devices and dtypes), no autograd. */
 int dp_copy_raw(dp_tensor *dst, dp_tensor *src);
 /* Pinned host memory through the CUDA backend (registry.c); NULL with the message set. */

@@ -1,98 +1,9 @@
-/* nn.c: random numbers, dropout, losses and optimizer updates. */
+/* nn.c: dropout and the losses (mse, nll, cross entropy). */
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
-#include "philox.h"
-
-/* ---------------------------------------------------------------- random numbers */
-
-#define DEFAULT_SEED 67280421310721ULL   /* PyTorch's default CPU seed */
-static atomic_uint_least64_t g_seed = DEFAULT_SEED;
-static atomic_uint_least64_t g_offset;
-
-void dp_manual_seed(uint64_t seed) { atomic_store(&g_seed, seed); atomic_store(&g_offset, 0); }
-uint64_t dp_initial_seed(void) { return atomic_load(&g_seed); }
-uint64_t dp_rng_reserve(uint64_t n) { return atomic_fetch_add(&g_offset, n); }
-
-static int fill_random(dp_tensor *t, dp_rng_dist dist, double a, double b)
-{
-    int64_t n = dp_numel(t);
-    if (!n) return 0;
-    uint64_t seed = dp_initial_seed(), off = dp_rng_reserve((uint64_t)n);
-    dp_tensor *dst = dp_is_contiguous(t) ? t : dp_empty(t->ndim, t->sizes, t->dtype, t->device);
-    if (!dst) return -1;
-    dp_view v = dp_view_of(dst);
-    int rc = dp_backend_for(t->device)->random(dist, &v, seed, off, a, b);
-    if (!rc && dst != t) rc = dp_copy_raw(t, dst);
-    if (dst != t) dp_tensor_release(dst);
-    if (!rc) dp_bump_version(t);
-    return rc;
-}
-
-static dp_tensor *new_random(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev, dp_rng_dist dist, double a, double b)
-{
-    dp_tensor *t = dp_empty(ndim, sizes, dt, dev);
-    if (t && fill_random(t, dist, a, b)) { dp_tensor_release(t); return NULL; }
-    return t;
-}
-
-static int need_float(dp_dtype dt, const char *op)
-{
-    return dp_dtype_is_float(dt) ? 0 : dp_error("%s: expected a floating point dtype, got %s", op, dp_dtype_name(dt));
-}
-
-dp_tensor *dp_rand(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev)
-{
-    if (need_float(dt, "rand")) return NULL;
-    return new_random(ndim, sizes, dt, dev, DP_RNG_UNIFORM, 0, 1);
-}
-
-dp_tensor *dp_randn(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev)
-{
-    if (need_float(dt, "randn")) return NULL;
-    return new_random(ndim, sizes, dt, dev, DP_RNG_NORMAL, 0, 1);
-}
-
-dp_tensor *dp_randint(int64_t low, int64_t high, int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev)
-{
-    if (high <= low) { dp_error("randint: high (%lld) must be greater than low (%lld)", (long long)high, (long long)low); return NULL; }
-    return new_random(ndim, sizes, dt, dev, DP_RNG_RANDINT, (double)low, (double)high);
-}
-
-int dp_uniform_(dp_tensor *t, double a, double b)
-{
-    if (dp_check_inplace(t, "uniform_") || need_float(t->dtype, "uniform_")) return -1;
-    if (a > b) return dp_error("uniform_: expects a <= b, got a=%g and b=%g", a, b);
-    return fill_random(t, DP_RNG_UNIFORM, a, b);
-}
-
-int dp_normal_(dp_tensor *t, double mean, double std)
-{
-    if (dp_check_inplace(t, "normal_") || need_float(t->dtype, "normal_")) return -1;
-    if (std < 0) return dp_error("normal_: expects std >= 0, got %g", std);
-    return fill_random(t, DP_RNG_NORMAL, mean, std);
-}
-
-dp_tensor *dp_randperm(int64_t n, bool use_generator, uint64_t seed, uint64_t offset)
-{
-    if (n < 0) { dp_error("randperm: n must be non-negative, got %lld", (long long)n); return NULL; }
-    if (!use_generator) { seed = dp_initial_seed(); offset = dp_rng_reserve((uint64_t)n); }
-    dp_tensor *t = dp_empty(1, &n, DP_INT64, dp_cpu());
-    if (!t) return NULL;
-    int64_t *p = dp_data(t);
-    for (int64_t i = 0; i < n; i++) p[i] = i;
-    for (int64_t i = n - 1; i > 0; i--) {   /* Fisher-Yates, one Philox draw per position */
-        uint32_t r[4];
-        dp_philox4x32(seed, offset + (uint64_t)i, r);
-        int64_t j = dp_rng_int(r, 0, i + 1), tmp = p[i];
-        p[i] = p[j];
-        p[j] = tmp;
-    }
-    return t;
-}
 
 /* ---------------------------------------------------------------- dropout */
 
@@ -100,9 +11,9 @@ dp_tensor *dp_dropout(dp_tensor *x, double p, bool training)
 {
     if (!(p >= 0 && p <= 1)) { dp_error("dropout probability has to be between 0 and 1, but got %g", p); return NULL; }
     if (!training || p == 0) { dp_tensor_retain(x); return x; }
-    if (need_float(x->dtype, "dropout")) return NULL;
+    if (dp_need_float(x->dtype, "dropout")) return NULL;
     if (p == 1) return dp_binary_scalar(DP_MUL, x, 0, false);
-    dp_tensor *mask = new_random(x->ndim, x->sizes, x->dtype, x->device, DP_RNG_BERNOULLI_MASK, p, 0);
+    dp_tensor *mask = dp_random_new(x->ndim, x->sizes, x->dtype, x->device, DP_RNG_BERNOULLI_MASK, p, 0);
     dp_tensor *out = mask ? dp_binary(DP_MUL, x, mask) : NULL;
     dp_tensor_release(mask);
     return out;
@@ -163,7 +74,7 @@ dp_tensor *dp_nll_loss(dp_tensor *input, dp_tensor *target, dp_reduction red)
                  dp_shape_str(input->ndim, input->sizes, a, sizeof a), dp_shape_str(target->ndim, target->sizes, b, sizeof b));
         return NULL;
     }
-    if (need_float(input->dtype, "nll_loss")) return NULL;
+    if (dp_need_float(input->dtype, "nll_loss")) return NULL;
     int64_t N = single ? 1 : input->sizes[0], C = input->sizes[input->ndim - 1];
     /* range-check the targets on the host */
     int64_t bad, *t = dp_indices_to_host(target, N, C, &bad);
@@ -211,49 +122,3 @@ dp_tensor *dp_cross_entropy(dp_tensor *input, dp_tensor *target, dp_reduction re
     return out;
 }
 
-/* ---------------------------------------------------------------- optimizer updates */
-
-static int check_step(dp_tensor *param, dp_tensor *grad, dp_tensor *const *bufs, int nbufs, const char *op)
-{
-    char a[128], b[128];
-    if (!dp_dtype_is_float(param->dtype)) return dp_error("%s: parameters must be float32 or float64, got %s", op, dp_dtype_name(param->dtype));
-    if (!dp_is_contiguous(param)) return dp_error("%s: the parameter must be contiguous", op);
-    if (!dp_same_shape(param, grad) || grad->dtype != param->dtype)
-        return dp_error("%s: the gradient (%s %s) does not match the parameter (%s %s)", op,
-                        dp_shape_str(grad->ndim, grad->sizes, a, sizeof a), dp_dtype_name(grad->dtype),
-                        dp_shape_str(param->ndim, param->sizes, b, sizeof b), dp_dtype_name(param->dtype));
-    if (dp_check_same_device(2, (dp_tensor *const[]){ param, grad })) return -1;
-    for (int i = 0; i < nbufs; i++) {
-        if (!bufs[i]) continue;
-        if (!dp_same_shape(bufs[i], param) || bufs[i]->dtype != param->dtype || !dp_is_contiguous(bufs[i]) ||
-            !dp_device_eq(bufs[i]->device, param->device))
-            return dp_error("%s: optimizer state %d does not match its parameter (shape, dtype, device)", op, i + 1);
-    }
-    return 0;
-}
-
-int dp_sgd_step(dp_tensor *param, dp_tensor *grad, dp_tensor *momentum_buf, const dp_sgd_opts *o)
-{
-    if (check_step(param, grad, &momentum_buf, 1, "SGD")) return -1;
-    if (o->momentum != 0 && !momentum_buf) return dp_error("SGD: momentum %g needs a momentum buffer", o->momentum);
-    dp_tensor *g = dp_contiguous(grad);
-    if (!g) return -1;
-    int rc = dp_backend_for(param->device)->sgd_step(param->dtype, dp_numel(param), dp_data(param), dp_data(g),
-                                                     o->momentum != 0 ? dp_data(momentum_buf) : NULL, o);
-    dp_tensor_release(g);
-    if (!rc) { dp_bump_version(param); if (momentum_buf) dp_bump_version(momentum_buf); }
-    return rc;
-}
-
-int dp_adam_step(dp_tensor *param, dp_tensor *grad, dp_tensor *m, dp_tensor *v, const dp_adam_opts *o)
-{
-    if (check_step(param, grad, (dp_tensor *const[]){ m, v }, 2, o->decoupled ? "AdamW" : "Adam")) return -1;
-    if (!m || !v) return dp_error("Adam: missing state buffers");
-    dp_tensor *g = dp_contiguous(grad);
-    if (!g) return -1;
-    int rc = dp_backend_for(param->device)->adam_step(param->dtype, dp_numel(param), dp_data(param), dp_data(g),
-                                                      dp_data(m), dp_data(v), o);
-    dp_tensor_release(g);
-    if (!rc) { dp_bump_version(param); dp_bump_version(m); dp_bump_version(v); }
-    return rc;
-}

@@ -644,7 +644,9 @@ dp_tensor *dp_reshape(dp_tensor *t, int ndim, const int64_t *in_sizes)
 
 dp_tensor *dp_transpose(dp_tensor *t, int d0, int d1)
 {
-    if (t->ndim == 0 && (d0 == 0 || d0 == -1) && (d1 == 0 || d1 == -1)) return dp_alias(t);
+    int64_t ip[2] = { d0, d1 };
+    if (t->ndim == 0 && (d0 == 0 || d0 == -1) && (d1 == 0 || d1 == -1))   /* the tensor itself, still a view */
+        return record_view(dp_alias(t), t, "TransposeBackward0", transpose_backward, ip, 2);
     if (check_dim(t, d0, "transpose") || check_dim(t, d1, "transpose")) return NULL;
     int64_t sizes[DP_MAX_DIMS], strides[DP_MAX_DIMS];
     memcpy(sizes, t->sizes, sizeof sizes);
@@ -652,7 +654,6 @@ dp_tensor *dp_transpose(dp_tensor *t, int d0, int d1)
     sizes[d0] = t->sizes[d1]; sizes[d1] = t->sizes[d0];
     strides[d0] = t->strides[d1]; strides[d1] = t->strides[d0];
     dp_tensor *v = dp_make_view(t, t->ndim, sizes, strides, t->offset);
-    int64_t ip[2] = { d0, d1 };
     return record_view(v, t, "TransposeBackward0", transpose_backward, ip, 2);
 }
 

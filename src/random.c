@@ -1,0 +1,97 @@
+/* random.c: the global random stream (Philox4x32-10: a seed and a counter, see philox.h)
+ * and the draws made from it: rand, randn, randint, uniform_, normal_, randperm. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "philox.h"
+
+/* ---------------------------------------------------------------- random numbers */
+
+#define DEFAULT_SEED 67280421310721ULL   /* PyTorch's default CPU seed */
+static atomic_uint_least64_t g_seed = DEFAULT_SEED;
+static atomic_uint_least64_t g_offset;
+
+void dp_manual_seed(uint64_t seed) { atomic_store(&g_seed, seed); atomic_store(&g_offset, 0); }
+uint64_t dp_initial_seed(void) { return atomic_load(&g_seed); }
+uint64_t dp_rng_reserve(uint64_t n) { return atomic_fetch_add(&g_offset, n); }
+
+static int fill_random(dp_tensor *t, dp_rng_dist dist, double a, double b)
+{
+    int64_t n = dp_numel(t);
+    if (!n) return 0;
+    uint64_t seed = dp_initial_seed(), off = dp_rng_reserve((uint64_t)n);
+    dp_tensor *dst = dp_is_contiguous(t) ? t : dp_empty(t->ndim, t->sizes, t->dtype, t->device);
+    if (!dst) return -1;
+    dp_view v = dp_view_of(dst);
+    int rc = dp_backend_for(t->device)->random(dist, &v, seed, off, a, b);
+    if (!rc && dst != t) rc = dp_copy_raw(t, dst);
+    if (dst != t) dp_tensor_release(dst);
+    if (!rc) dp_bump_version(t);
+    return rc;
+}
+
+dp_tensor *dp_random_new(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev, dp_rng_dist dist, double a, double b)
+{
+    dp_tensor *t = dp_empty(ndim, sizes, dt, dev);
+    if (t && fill_random(t, dist, a, b)) { dp_tensor_release(t); return NULL; }
+    return t;
+}
+
+int dp_need_float(dp_dtype dt, const char *op)
+{
+    return dp_dtype_is_float(dt) ? 0 : dp_error("%s: expected a floating point dtype, got %s", op, dp_dtype_name(dt));
+}
+
+dp_tensor *dp_rand(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev)
+{
+    if (dp_need_float(dt, "rand")) return NULL;
+    return dp_random_new(ndim, sizes, dt, dev, DP_RNG_UNIFORM, 0, 1);
+}
+
+dp_tensor *dp_randn(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev)
+{
+    if (dp_need_float(dt, "randn")) return NULL;
+    return dp_random_new(ndim, sizes, dt, dev, DP_RNG_NORMAL, 0, 1);
+}
+
+dp_tensor *dp_randint(int64_t low, int64_t high, int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev)
+{
+    if (high <= low) { dp_error("randint: high (%lld) must be greater than low (%lld)", (long long)high, (long long)low); return NULL; }
+    return dp_random_new(ndim, sizes, dt, dev, DP_RNG_RANDINT, (double)low, (double)high);
+}
+
+int dp_uniform_(dp_tensor *t, double a, double b)
+{
+    if (dp_check_inplace(t, "uniform_") || dp_need_float(t->dtype, "uniform_")) return -1;
+    if (a > b) return dp_error("uniform_: expects a <= b, got a=%g and b=%g", a, b);
+    return fill_random(t, DP_RNG_UNIFORM, a, b);
+}
+
+int dp_normal_(dp_tensor *t, double mean, double std)
+{
+    if (dp_check_inplace(t, "normal_") || dp_need_float(t->dtype, "normal_")) return -1;
+    if (std < 0) return dp_error("normal_: expects std >= 0, got %g", std);
+    return fill_random(t, DP_RNG_NORMAL, mean, std);
+}
+
+dp_tensor *dp_randperm(int64_t n, bool use_generator, uint64_t seed, uint64_t offset)
+{
+    if (n < 0) { dp_error("randperm: n must be non-negative, got %lld", (long long)n); return NULL; }
+    if (!use_generator) { seed = dp_initial_seed(); offset = dp_rng_reserve((uint64_t)n); }
+    dp_tensor *t = dp_empty(1, &n, DP_INT64, dp_cpu());
+    if (!t) return NULL;
+    int64_t *p = dp_data(t);
+    for (int64_t i = 0; i < n; i++) p[i] = i;
+    for (int64_t i = n - 1; i > 0; i--) {   /* Fisher-Yates, one Philox draw per position */
+        uint32_t r[4];
+        dp_philox4x32(seed, offset + (uint64_t)i, r);
+        int64_t j = dp_rng_int(r, 0, i + 1), tmp = p[i];
+        p[i] = p[j];
+        p[j] = tmp;
+    }
+    return t;
+}
+
