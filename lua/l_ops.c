@@ -51,14 +51,14 @@ static int add_sub(lua_State *L, dp_binary_op op)
     if (op == DP_SUB && ((a && a->dtype == DP_BOOL) || (b && b->dtype == DP_BOOL)))
         return binary(L, op, 1, 2);   /* the engine refuses it, with PyTorch's message */
     lua_settop(L, 3);              /* alpha keeps its kind: an integer alpha keeps integers integral */
-    if (b) binary(L, DP_MUL, 2, 3);  /* alpha * b at 4 */
+    if (b) binary(L, DP_MUL, 2, 3);  /* alpha * b on top (binary may leave temporaries below it) */
     else {
         lt_checkscalar(L, 2);
         lua_pushvalue(L, 2);
         lua_pushvalue(L, 3);
         lua_arith(L, LUA_OPMUL);
     }
-    return binary(L, op, 1, 4);
+    return binary(L, op, 1, lua_gettop(L));
 }
 
 static int o_add(lua_State *L) { return add_sub(L, DP_ADD); }

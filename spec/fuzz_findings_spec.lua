@@ -83,4 +83,27 @@ describe('fuzz findings: autograd', function()
     assert.are_not.equal(g[2], g[2])
     assert.are.equal(0, g[3])
   end)
+
+  it('minimum(a, a) of NaN elements passes the gradient to both sides, as PyTorch', function()
+    -- PyTorch: x = [-1.5, 2]; l = x.log2(); torch.minimum(l, l).sum().backward() gives
+    -- x.grad [-1.9236, 0.7213]: at the NaN both sides take the whole gradient (not a tie),
+    -- at 2 each side takes half
+    local x = torch.tensor({ -1.5, 2 }, { dtype = 'float64', requires_grad = true })
+    local l = x:log2()
+    torch.minimum(l, l):sum():backward()
+    local g = x.grad:tolist()
+    assert.is_true(math.abs(g[1] - 2 / (-1.5 * math.log(2))) < 1e-12)
+    assert.is_true(math.abs(g[2] - 1 / (2 * math.log(2))) < 1e-12)
+  end)
+end)
+
+describe('fuzz findings: alpha', function()
+  it('add/sub with a float alpha and an int64 tensor keep the alpha', function()
+    -- PyTorch: torch.add(torch.tensor([-1.75]), torch.tensor([-4]), alpha=2.0) gives [-9.75];
+    -- torch.sub(torch.zeros(1, dtype=float64), torch.tensor([1]), alpha=-0.25) gives [0.25]
+    assert.are.same({ -9.75 }, torch.add(torch.tensor({ -1.75 }), torch.tensor({ -4 }), 2.0):tolist())
+    local r = torch.sub(torch.zeros(1, { dtype = 'float64' }), torch.tensor({ 1 }), -0.25)
+    assert.are.same({ 0.25 }, r:tolist())
+    assert.are.equal('float64', r.dtype)
+  end)
 end)

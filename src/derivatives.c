@@ -99,11 +99,13 @@ static dp_tensor *drop(scope *s, dp_tensor *cond, dp_tensor *a)
 #define KEEP(cond, a) keep(s, cond, a)
 #define DROP(cond, a) drop(s, cond, a)
 
-/* a's gradient in maximum(a, b) from g (wins: where a wins; LT for minimum): g where a wins,
- * g / 2 on a tie, 0 where b wins, as PyTorch 1.13 (masked, so a NaN elsewhere stays out). */
-static dp_tensor *win_grad(scope *s, dp_tensor *g, dp_tensor *wins, dp_tensor *ties)
+/* a's gradient in maximum(a, b) from g (loses: where b wins, GT for minimum): 0 where b
+ * wins, g / 2 on a tie, g elsewhere (NaN included), as PyTorch 1.13's
+ * where(a == b, g / 2, g).masked_fill_(a < b, 0) */
+static dp_tensor *win_grad(scope *s, dp_tensor *g, dp_tensor *loses, dp_tensor *ties)
 {
-    return ADD(KEEP(wins, g), KEEP(ties, MULS(g, 0.5)));
+    dp_tensor *half = MULS(g, 0.5), *tied = ties && half ? own(s, dp_where(ties, half, g)) : NULL;
+    return DROP(loses, tied);
 }
 
 /* The one input's gradient r (owned by the scope, or g itself) as a new reference. */
@@ -154,8 +156,8 @@ int dp_binary_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
         GRADS(MUL(g, MUL(b, POW(a, MUL(ADDS(b, -1), AS(CMPS(DP_NE, b, 0), b))))),
               MUL(g, MUL(POW(a, b), LOG(ADD(a, AS(CMPS(DP_EQ, a, 0), a))))));
         break;
-    case DP_MAXIMUM: GRADS(win_grad(s, g, GT(a, b), EQ(a, b)), win_grad(s, g, LT(a, b), EQ(a, b))); break;
-    case DP_MINIMUM: GRADS(win_grad(s, g, LT(a, b), EQ(a, b)), win_grad(s, g, GT(a, b), EQ(a, b))); break;
+    case DP_MAXIMUM: GRADS(win_grad(s, g, LT(a, b), EQ(a, b)), win_grad(s, g, GT(a, b), EQ(a, b))); break;
+    case DP_MINIMUM: GRADS(win_grad(s, g, GT(a, b), EQ(a, b)), win_grad(s, g, LT(a, b), EQ(a, b))); break;
     case DP_ATAN2: {   /* d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2) */
         dp_tensor *q = ADD(MUL(a, a), MUL(b, b));
         GRADS(MUL(g, DIV(b, q)), NEG(MUL(g, DIV(a, q))));
@@ -201,8 +203,8 @@ int dp_scalar_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
     case DP_HYPOT: r = MUL(g, DIV(x, POWS(ADDS(MUL(x, x), v * v), 0.5))); break;
     case DP_FMOD: r = rev ? NEG(MUL(g, TRUNC(RDIV(v, x)))) : g; break;
     case DP_REMAINDER: r = rev ? NEG(MUL(g, FLOOR(RDIV(v, x)))) : g; break;
-    case DP_MAXIMUM: r = win_grad(s, g, CMPS(DP_GT, x, v), CMPS(DP_EQ, x, v)); break;
-    case DP_MINIMUM: r = win_grad(s, g, CMPS(DP_LT, x, v), CMPS(DP_EQ, x, v)); break;
+    case DP_MAXIMUM: r = win_grad(s, g, CMPS(DP_LT, x, v), CMPS(DP_EQ, x, v)); break;
+    case DP_MINIMUM: r = win_grad(s, g, CMPS(DP_GT, x, v), CMPS(DP_EQ, x, v)); break;
     default:
         return dp_error("%s is not differentiable", n->name);
     }
