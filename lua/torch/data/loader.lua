@@ -80,6 +80,11 @@ function DataLoader:__init(dataset, opts)
   self.drop_last = check_boolean('drop_last', opts.drop_last or false)
   self.num_workers = check_positive_integer('num_workers', opts.num_workers or 0, true)
   self.prefetch = check_positive_integer('prefetch', opts.prefetch or 2)
+  if self.num_workers == 0 and self.prefetch ~= 2 then
+    -- as PyTorch's prefetch_factor: only worker threads fetch ahead
+    error(('DataLoader: prefetch only applies with worker threads (num_workers > 0), got prefetch = %d with '
+      .. 'num_workers = 0'):format(self.prefetch), 3)
+  end
   if self.num_workers * self.prefetch > 4096 then
     error(('DataLoader: num_workers * prefetch must be at most 4096 batches ahead, got num_workers = %d, '
       .. 'prefetch = %d'):format(self.num_workers, self.prefetch), 3)
