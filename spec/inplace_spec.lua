@@ -34,4 +34,20 @@ describe('in-place writes and overlapping memory', function()
     a:t():mul_(a:t())
     assert.are.same({ { 1, 1 }, { 1, 1 } }, a:tolist())
   end)
+
+  it('lets backward through tensors it did not save be written in place, as PyTorch', function()
+    -- fmod(x, d) with d needing no gradient saves nothing: a later d:add_(1) is fine
+    local x = torch.randn(3, { dtype = 'float64', requires_grad = true })
+    local d = torch.ones(3, { dtype = 'float64' }) * 2
+    local z = torch.fmod(x, d)
+    d:add_(1)
+    z:sum():backward()
+    assert.are.same({ 1, 1, 1 }, x.grad:tolist())
+    -- k * w saves k for w's gradient: writing k then is an error, as in PyTorch
+    local w, k = torch.randn(3, { requires_grad = true }), torch.randn(3)
+    local m = k * w
+    k:add_(1)
+    expect_error(function() m:sum():backward() end, 'modified by an inplace operation')
+  end)
 end)
+

@@ -115,6 +115,7 @@ const dp_op_info *dp_op_find(dp_op_family family, int op)
 enum {
     RULE_FLOAT = 1, RULE_NOBOOL = 2, RULE_SAME = 4, RULE_FLOATONLY = 8, SAVES_IN = 16, SAVES_OUT = 32, SAVES_BOTH = 64,
     BOOLS_KEEP = 128, BOOLS_NONE = 256, BOOLS_NOBOOL = 512, KIND_FLOAT = 1024, KIND_FLOATONLY = 2048, KIND_CMP = 4096,
+    SAVES_CROSS = 8192, SAVES_FOR_B = 16384,
 };
 #define FLAG_RULE_FLOAT RULE_FLOAT
 #define FLAG_RULE_FLOATONLY RULE_FLOATONLY
@@ -129,15 +130,17 @@ enum {
 #define FLAG_SAVE_IN SAVES_IN
 #define FLAG_SAVE_OUT SAVES_OUT
 #define FLAG_SAVE_BOTH SAVES_BOTH
+#define FLAG_SAVE_CROSS SAVES_CROSS
+#define FLAG_SAVE_FOR_B SAVES_FOR_B
 #define FLAG_BOOLS_KEEP BOOLS_KEEP
 #define FLAG_BOOLS_INT 0
 #define FLAG_BOOLS_NONE BOOLS_NONE
 #define FLAG_BOOLS_NOBOOL BOOLS_NOBOOL
-static const unsigned short unary_flags[DP_NUNARY] = {
+static const unsigned int unary_flags[DP_NUNARY] = {
 #define DP_UNARY_OP(NAME, lua, BIND, node, RULE, SAVE, formula) [DP_##NAME] = FLAG_RULE_##RULE | FLAG_SAVE_##SAVE,
 #include "ops.def"
 };
-static const unsigned short binary_flags[DP_NBINARY] = {
+static const unsigned int binary_flags[DP_NBINARY] = {
 #define DP_BINARY_OP(NAME, lua, BIND, node, KIND, BOOLS, SAVE, formula) \
     [DP_##NAME] = FLAG_KIND_##KIND | FLAG_BOOLS_##BOOLS | FLAG_SAVE_##SAVE,
 #include "ops.def"
@@ -168,10 +171,13 @@ static dp_tensor *record_binary(dp_tensor *out, dp_binary_op op, dp_tensor *a, d
         dp_node *node = dp_node_new(node_name, dp_binary_backward, 2, (dp_tensor *const[]){ a, b });
         if (!node) { dp_tensor_release(out); return NULL; }
         node->ip[0] = op;
-        if (binary_flags[op] & SAVES_BOTH) {
-            dp_node_save(node, 0, a);
-            dp_node_save(node, 1, b);
-        }
+        /* what the row's SAVE says; a tensor backward will not read is not saved, so a later
+         * in-place write to it does not fail the backward (as in PyTorch) */
+        unsigned f = binary_flags[op];
+        bool save_a = (f & SAVES_BOTH) || ((f & SAVES_CROSS) && b->requires_grad) || ((f & SAVES_FOR_B) && b->requires_grad);
+        bool save_b = (f & SAVES_BOTH) || ((f & SAVES_CROSS) && a->requires_grad) || ((f & SAVES_FOR_B) && b->requires_grad);
+        if (save_a) dp_node_save(node, 0, a);
+        if (save_b) dp_node_save(node, 1, b);
         dp_attach(out, node);
     }
     return out;
@@ -271,7 +277,7 @@ dp_tensor *dp_binary_scalar(dp_binary_op op, dp_tensor *a, double s, bool revers
         node->ip[0] = op;
         node->ip[1] = reverse;
         node->p[0] = s;
-        if (binary_flags[op] & SAVES_BOTH) dp_node_save(node, 0, ac);
+        if (binary_flags[op] & SAVES_BOTH || (reverse && (binary_flags[op] & SAVES_FOR_B))) dp_node_save(node, 0, ac);
         dp_attach(out, node);
     }
     dp_tensor_release(ac);
