@@ -167,6 +167,7 @@ static void *worker_main(void *arg)
 /* Ends the epoch in progress: no more claims, waits for busy workers, drops every batch. */
 static void abandon_epoch(dp_loader *ld)
 {
+    /* the workers read the epoch's counters under the lock: they are reset under it too */
     if (ld->nworkers > 0) {
         pthread_mutex_lock(&ld->mu);
         ld->nbatches = 0;
@@ -176,11 +177,11 @@ static void abandon_epoch(dp_loader *ld)
             ld->slots[w].state = SLOT_EMPTY;
             ld->slots[w].batch = -1;
         }
-        pthread_mutex_unlock(&ld->mu);
     }
     free(ld->idx);
     ld->idx = NULL;
     ld->nidx = ld->nbatches = ld->next_claim = ld->next_take = 0;
+    if (ld->nworkers > 0) pthread_mutex_unlock(&ld->mu);
 }
 
 void dp_loader_free(dp_loader *ld)
