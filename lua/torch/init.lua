@@ -119,6 +119,8 @@ for _, name in ipairs({ 'save', 'load', 'save_npy', 'load_npy' }) do
   end
 end
 
+require('torch.creation').install(torch)
+
 -- ------------------------------------------------------------------ lazily reached modules
 
 local SUBMODULES = {
