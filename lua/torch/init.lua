@@ -120,6 +120,7 @@ for _, name in ipairs({ 'save', 'load', 'save_npy', 'load_npy' }) do
 end
 
 require('torch.creation').install(torch)
+require('torch.composite').install(torch)
 
 -- ------------------------------------------------------------------ lazily reached modules
 
