@@ -55,6 +55,20 @@ describe('without a GPU', function()
     assert.is_boolean(torch.cuda.is_built())
   end)
 
+  it('loads no CUDA library when there is no driver (probing libcuda.so.1 first)', function()
+    local msg = err(function() return torch.ones(1):cuda() end)
+    if not msg:find('no CUDA driver', 1, true) or os.getenv('DPLUA_CUDA_LIB') then
+      pending('a CUDA driver is present, or DPLUA_CUDA_LIB names a backend: ' .. msg)
+      return
+    end
+    local f = assert(io.open('/proc/self/maps'))
+    local maps = f:read('a')
+    f:close()
+    assert.is_nil(maps:find('libdplua_cuda', 1, true))
+    assert.is_nil(maps:find('libcublas', 1, true))
+    assert.is_nil(maps:find('libnccl', 1, true))
+  end)
+
   it('raises CUDA is not available for every use of a cuda device', function()
     local t = torch.ones(2)
     assert_contains(err(function() return t:cuda() end), 'CUDA is not available')

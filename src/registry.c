@@ -132,12 +132,35 @@ static void *open_cuda_library(void)
     return h;
 }
 
+/* The driver first: without libcuda.so.1 or a GPU there is nothing to load, and the
+ * backend library would bring in the CUDA runtime, cuBLAS and NCCL for nothing (hundreds of
+ * MB and a slow start on a machine without a GPU).  Not done for an explicit DPLUA_CUDA_LIB
+ * (the CUDA emulation has no driver). */
+static bool driver_has_device(char *why, size_t n)
+{
+    void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!drv) {
+        snprintf(why, n, "no CUDA driver was found (libcuda.so.1 cannot be loaded)");
+        return false;
+    }
+    int (*cu_init)(unsigned) = (int (*)(unsigned))dlsym(drv, "cuInit");
+    int (*cu_count)(int *) = (int (*)(int *))dlsym(drv, "cuDeviceGetCount");
+    int count = 0;
+    if (!cu_init || !cu_count || cu_init(0) != 0 || cu_count(&count) != 0 || count <= 0) {
+        snprintf(why, n, "the CUDA driver reports no GPU");
+        return false;
+    }
+    return true;   /* the driver stays loaded: the backend's runtime uses it */
+}
+
 static void cuda_load(void)
 {
     registry_entry *e = &g_types[DP_DEVICE_CUDA];
 #ifndef DP_HAVE_CUDA
     snprintf(e->why, sizeof e->why, "this build of dplua has no CUDA backend (rebuild with nvcc available)");
 #else
+    const char *explicit_lib = getenv("DPLUA_CUDA_LIB");
+    if (!(explicit_lib && *explicit_lib) && !driver_has_device(e->why, sizeof e->why)) return;
     void *h = open_cuda_library();
     if (!h) {
         const char *err = dlerror();
