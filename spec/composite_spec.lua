@@ -65,3 +65,53 @@ describe('reductions written with ops', function()
     end
   end)
 end)
+
+describe('shapes and products written with ops', function()
+  local t = torch.arange(6):view(2, 3)
+
+  it('flip, roll, repeat, tile and movedim as PyTorch', function()
+    -- t.flip(1), t.flip((0, 1)), t.roll(1, 1), t.roll(1), t.repeat(2, 1, 2), t.tile(2)
+    assert.are.same({ { 2, 1, 0 }, { 5, 4, 3 } }, t:flip(2):tolist())
+    assert.are.same({ { 5, 4, 3 }, { 2, 1, 0 } }, torch.flip(t, { 1, 2 }):tolist())
+    assert.are.same({ { 2, 0, 1 }, { 5, 3, 4 } }, t:roll(1, 2):tolist())
+    assert.are.same({ { 5, 0, 1 }, { 2, 3, 4 } }, t:roll(1):tolist())
+    assert.are.same({ { 1, 2, 0 }, { 4, 5, 3 } }, t:roll(-1, -1):tolist())
+    assert.are.same({ 2, 2, 6 }, t['repeat'](t, 2, 1, 2):size():totable())
+    assert.are.same({ { 0, 1, 2, 0, 1, 2 }, { 3, 4, 5, 3, 4, 5 } }, t:tile(2):tolist())
+    assert.are.same(t:tile(2):tolist(), t:repeatTensor(1, 2):tolist())
+    assert.are.same({ 3, 2 }, t:movedim(1, 2):size():totable())
+    assert.are.same({ { 0, 3 }, { 1, 4 }, { 2, 5 } }, t:movedim(1, 2):tolist())
+  end)
+
+  it('tril, triu and unbind as PyTorch', function()
+    assert.are.same({ { 0, 0, 0 }, { 3, 4, 0 } }, t:tril():tolist())
+    assert.are.same({ { 0, 1, 2 }, { 0, 0, 5 } }, t:triu(1):tolist())
+    assert.are.same({ { 0, 1, 0 }, { 3, 4, 5 } }, t:tril(1):tolist())
+    local cols = t:unbind(2)
+    assert.are.equal(3, #cols)
+    assert.are.same({ 2, 5 }, cols[3]:tolist())
+  end)
+
+  it('outer, dot, mv, lerp, one_hot, hstack and vstack', function()
+    assert.are.same({ { 3, 4, 5 }, { 6, 8, 10 } }, torch.outer(torch.tensor({ 1, 2 }), torch.tensor({ 3, 4, 5 })):tolist())
+    assert.are.equal(11, torch.dot(torch.tensor({ 1., 2 }), torch.tensor({ 3., 4 })):item())
+    assert.are.same({ 6, 6 }, torch.mv(torch.ones(2, 3), torch.tensor({ 1., 2, 3 })):tolist())
+    assert.are.same({ 0.25, 0.25 }, torch.lerp(torch.zeros(2), torch.ones(2), 0.25):tolist())
+    assert.are.same({ { 1, 0, 0 }, { 0, 0, 1 }, { 0, 1, 0 } }, torch.one_hot(torch.tensor({ 1, 3, 2 })):tolist())
+    assert.are.same({ { 0, 1, 0, 0 } }, torch.one_hot(torch.tensor({ 2 }), 4):tolist())
+    assert.has_error(function() torch.one_hot(torch.tensor({ 0, 1 })) end, nil)
+    assert.are.same({ 1, 1, 0, 0, 0 }, torch.hstack({ torch.ones(2), torch.zeros(3) }):tolist())
+    assert.are.same({ { 1, 1 }, { 0, 0 } }, torch.vstack({ torch.ones(2), torch.zeros(2) }):tolist())
+  end)
+
+  it('differentiate as their compositions', function()
+    local a = torch.randn(3, 4, { dtype = 'float64', requires_grad = true })
+    for _, f in ipairs({
+      function(x) return x:flip(2) end, function(x) return x:roll(2, 2) end,
+      function(x) return x['repeat'](x, 2, 1) end, function(x) return x:tril() end,
+      function(x) return x:movedim(1, 2) end, function(x) return torch.lerp(x, x * 3, 0.5) end,
+    }) do
+      assert.is_true(torch.autograd.gradcheck(f, { a }))
+    end
+  end)
+end)

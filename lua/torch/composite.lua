@@ -1,7 +1,8 @@
 -- Ops written as compositions of the engine's ops, so they run on every device and autograd
 -- differentiates them with no code of their own: isnan, isinf, isfinite, any, all,
--- logsumexp, var, std, norm, dist.  Each is torch.NAME(t, ...) and t:NAME(...), with
--- PyTorch 1.13's results (1-based dims, as everywhere).
+-- logsumexp, var, std, norm, dist; flip, roll, repeat, tile, movedim, tril, triu, unbind,
+-- outer, dot, mv, lerp, one_hot, hstack, vstack.  Each is torch.NAME(t, ...) and
+-- t:NAME(...), with PyTorch 1.13's results (1-based dims and classes, as everywhere).
 local M = {}
 
 function M.install(torch)
@@ -98,6 +99,158 @@ function M.install(torch)
   end
   both('norm', norm)
   both('dist', function(a, b, p) return norm(a - b, p) end)
+
+  -- ---------------------------------------------------------------- shapes
+  local function dims_of(who, t, dims)
+    if type(dims) == 'number' then dims = { dims } end
+    if type(dims) ~= 'table' then error(('%s: dims must be a number or a table of numbers'):format(who), 3) end
+    local out = {}
+    for i, d in ipairs(dims) do
+      if math.type(d) ~= 'integer' or d == 0 or d > t:dim() or d < -t:dim() then
+        error(('%s: dimension %s is out of range for a tensor with %d dimensions (dplua counts from 1)')
+          :format(who, tostring(d), t:dim()), 3)
+      end
+      out[i] = d < 0 and t:dim() + d + 1 or d
+    end
+    return out
+  end
+
+  -- flip(dims): the order of the elements along each dim reversed
+  both('flip', function(t, dims)
+    for _, d in ipairs(dims_of('flip', t, dims)) do
+      local n = t:size(d)
+      if n > 1 then t = t:index_select(d, torch.arange(n, 0, -1, { device = t.device })) end
+    end
+    return t
+  end)
+
+  -- roll(shifts [, dims]): elements shifted along dims, wrapping around; without dims the
+  -- flattened tensor is rolled
+  both('roll', function(t, shifts, dims)
+    if dims == nil then return torch.roll(t:reshape(-1), shifts, 1):view(t:size()) end
+    if type(shifts) == 'number' then shifts = { shifts } end
+    dims = dims_of('roll', t, dims)
+    if #shifts ~= #dims then
+      error(('roll: %d shifts for %d dims'):format(#shifts, #dims), 2)
+    end
+    for i, d in ipairs(dims) do
+      local n = t:size(d)
+      local k = n > 0 and shifts[i] % n or 0
+      if k ~= 0 then t = torch.cat({ t:narrow(d, n - k + 1, k), t:narrow(d, 1, n - k) }, d) end
+    end
+    return t
+  end)
+
+  -- repeat(sizes...): t repeated sizes[i] times along dim i (leading sizes add dims); as
+  -- Lua reserves the word, t['repeat'](t, 2, 3), torch['repeat'](t, 2, 3) or Torch7's
+  -- t:repeatTensor(2, 3)
+  local function sizes_of(args)
+    if #args == 1 and type(args[1]) == 'table' then args = args[1] end
+    local out = {}
+    for i = 1, #args do out[i] = args[i] end
+    return out
+  end
+  local function repeat_(t, ...)
+    local reps = sizes_of({ ... })
+    local shape = t:size():totable()
+    if #reps < #shape then
+      error(('repeat: %d repeats for a tensor with %d dimensions (give at least one per dimension)')
+        :format(#reps, #shape), 2)
+    end
+    while #shape < #reps do table.insert(shape, 1, 1) end
+    local view, grown, out = {}, {}, {}
+    for i = 1, #reps do
+      view[#view + 1], view[#view + 2] = 1, shape[i]
+      grown[#grown + 1], grown[#grown + 2] = reps[i], shape[i]
+      out[i] = reps[i] * shape[i]
+    end
+    return t:reshape(view):expand(grown):reshape(out)
+  end
+  both('repeat', repeat_)
+  both('repeatTensor', repeat_)
+
+  -- tile(reps): repeat, with reps padded by leading 1s to t's number of dimensions
+  both('tile', function(t, ...)
+    local reps = sizes_of({ ... })
+    while #reps < t:dim() do table.insert(reps, 1, 1) end
+    return repeat_(t, reps)
+  end)
+
+  -- movedim(source, destination): one dim moved to another position
+  both('movedim', function(t, src, dst)
+    src, dst = dims_of('movedim', t, src)[1], dims_of('movedim', t, dst)[1]
+    local order = {}
+    for d = 1, t:dim() do if d ~= src then order[#order + 1] = d end end
+    table.insert(order, dst, src)
+    return t:permute(order)
+  end)
+
+  -- tril / triu([diagonal=0]): the lower / upper triangle of the last two dims, 0 elsewhere
+  local function triangle(who, t, k, lower)
+    if t:dim() < 2 then error(('%s: expected a tensor with at least 2 dimensions, got %d'):format(who, t:dim()), 3) end
+    k = k or 0
+    local h, w = t:size(t:dim() - 1), t:size(t:dim())
+    local rows = torch.arange(h, { device = t.device }):view(h, 1)
+    local cols = torch.arange(w, { device = t.device }):view(1, w)
+    local offset = cols - rows
+    return t:masked_fill(lower and offset:gt(k) or offset:lt(k), 0)
+  end
+  both('tril', function(t, k) return triangle('tril', t, k, true) end)
+  both('triu', function(t, k) return triangle('triu', t, k, false) end)
+
+  -- unbind([dim=1]): the slices along dim, as a table
+  both('unbind', function(t, dim)
+    dim = dims_of('unbind', t, dim or 1)[1]
+    local out = {}
+    for i = 1, t:size(dim) do out[i] = t:select(dim, i) end
+    return out
+  end)
+
+  -- ---------------------------------------------------------------- products
+  local function need_dims(who, t, n, name)
+    if t:dim() ~= n then error(('%s: %s must be %d-D, got %d-D'):format(who, name, n, t:dim()), 3) end
+  end
+  both('outer', function(a, b)
+    need_dims('outer', a, 1, 'the first vector')
+    need_dims('outer', b, 1, 'the second vector')
+    return a:unsqueeze(2) * b:unsqueeze(1)
+  end)
+  both('dot', function(a, b)
+    need_dims('dot', a, 1, 'the first vector')
+    need_dims('dot', b, 1, 'the second vector')
+    return a:matmul(b)
+  end)
+  both('mv', function(m, v)
+    need_dims('mv', m, 2, 'the matrix')
+    need_dims('mv', v, 1, 'the vector')
+    return m:matmul(v)
+  end)
+  -- lerp(end, weight): self + weight * (end - self); weight a number or a tensor
+  both('lerp', function(a, b, w) return a + (b - a) * w end)
+
+  -- ---------------------------------------------------------------- one_hot, stacking
+  -- one_hot(classes [, num_classes]): int64, one row per element; classes count from 1
+  torch.one_hot = function(t, n)
+    if not torch.is_tensor(t) or t.dtype ~= 'int64' then
+      error('one_hot: expected an int64 tensor of class indices (counting from 1)', 2)
+    end
+    if n == nil then n = t:numel() > 0 and t:max():item() or 0 end
+    if t:numel() > 0 and (t:min():item() < 1 or t:max():item() > n) then
+      error(('one_hot: class values must be between 1 and %d (dplua counts classes from 1), got %d to %d')
+        :format(n, t:min():item(), t:max():item()), 2)
+    end
+    return torch.arange(1, n + 1, { device = t.device }):eq(t:unsqueeze(-1)):long()
+  end
+
+  -- hstack / vstack(list): along the columns (the first dim for 1-D tensors) / rows
+  torch.hstack = function(list)
+    return torch.cat(list, list[1] and list[1]:dim() == 1 and 1 or 2)
+  end
+  torch.vstack = function(list)
+    local rows = {}
+    for i, t in ipairs(list) do rows[i] = t:dim() == 1 and t:view(1, -1) or t end
+    return torch.cat(rows, 1)
+  end
 end
 
 return M
