@@ -8,6 +8,23 @@
 
 /* ------------------------------------------------------------------ binary */
 
+/* The operand at idx as a tensor: a tensor as it is, a Lua number or boolean as a 0-dim
+ * tensor (an integer as int64, a float as float32, a boolean as bool, as PyTorch takes a
+ * Python scalar) pushed on the stack. */
+static dp_tensor *operand(lua_State *L, int idx, const char *fname)
+{
+    dp_tensor *t = lt_test(L, idx);
+    if (t)
+        return t;
+    dp_dtype dt = lua_isboolean(L, idx) ? DP_BOOL : lua_isinteger(L, idx) ? DP_INT64 : DP_FLOAT32;
+    if (!lua_isboolean(L, idx) && !lua_isnumber(L, idx))
+        luaL_error(L, "%s: argument %d must be a tensor, a number or a boolean, got %s", fname, idx, luaL_typename(L, idx));
+    double v = lua_isboolean(L, idx) ? lua_toboolean(L, idx) : lua_tonumber(L, idx);
+    dp_tensor **slot = lt_newslot(L);
+    lt_done(L, *slot = dp_full(0, NULL, v, dt, dp_cpu()));
+    return *slot;
+}
+
 /* a op b for any mix of tensors and numbers; the tensor operands sit at ia and ib. */
 static int binary(lua_State *L, dp_binary_op op, int ia, int ib)
 {
@@ -22,10 +39,9 @@ static int binary(lua_State *L, dp_binary_op op, int ia, int ib)
     int sarg = a ? ib : ia;
     if (lua_isboolean(L, sarg)) {
         /* a boolean is a 0-dim bool tensor: with a bool tensor, ops that keep bools do */
-        dp_tensor **sb = lt_newslot(L);
-        lt_done(L, *sb = dp_full(0, NULL, lua_toboolean(L, sarg), DP_BOOL, dp_cpu()));
+        dp_tensor *sb = operand(L, sarg, dp_op_find(DP_OP_BINARY, op)->name);
         dp_tensor **slot = lt_newslot(L);
-        return lt_done(L, *slot = a ? dp_binary(op, a, *sb) : dp_binary(op, *sb, b));
+        return lt_done(L, *slot = a ? dp_binary(op, a, sb) : dp_binary(op, sb, b));
     }
     double s = lt_checkscalar(L, sarg);
     if (!lua_isinteger(L, sarg) && !dp_dtype_is_float(t->dtype)) {
@@ -311,23 +327,6 @@ static int o_normal_(lua_State *L)
 }
 
 /* ------------------------------------------------------------------ where, masked_fill */
-
-/* The operand at idx as a tensor: a tensor as it is, a Lua number or boolean as a 0-dim
- * tensor (an integer as int64, a float as float32, a boolean as bool, as PyTorch takes a
- * Python scalar) pushed on the stack. */
-static dp_tensor *operand(lua_State *L, int idx, const char *fname)
-{
-    dp_tensor *t = lt_test(L, idx);
-    if (t)
-        return t;
-    dp_dtype dt = lua_isboolean(L, idx) ? DP_BOOL : lua_isinteger(L, idx) ? DP_INT64 : DP_FLOAT32;
-    if (!lua_isboolean(L, idx) && !lua_isnumber(L, idx))
-        luaL_error(L, "%s: argument %d must be a tensor, a number or a boolean, got %s", fname, idx, luaL_typename(L, idx));
-    double v = lua_isboolean(L, idx) ? lua_toboolean(L, idx) : lua_tonumber(L, idx);
-    dp_tensor **slot = lt_newslot(L);
-    lt_done(L, *slot = dp_full(0, NULL, v, dt, dp_cpu()));
-    return *slot;
-}
 
 /* torch.where(cond, a, b): a where cond is true, else b; a and b tensors or numbers */
 static int o_where(lua_State *L)

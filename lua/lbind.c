@@ -60,7 +60,7 @@ void lt_push(lua_State *L, dp_tensor *t)
 }
 
 /* The userdata slot at idx when it is a tensor (open or closed), else NULL. */
-static dp_tensor **test_slot(lua_State *L, int idx)
+dp_tensor **lt_slot(lua_State *L, int idx)
 {
     tensor_box *box = lua_touserdata(L, idx);
     /* (a light userdata has raw length 0, so it fails the size test) */
@@ -69,14 +69,9 @@ static dp_tensor **test_slot(lua_State *L, int idx)
     return &box->t;
 }
 
-dp_tensor **lt_slot(lua_State *L, int idx)
-{
-    return test_slot(L, idx);
-}
-
 dp_tensor *lt_test(lua_State *L, int idx)
 {
-    dp_tensor **p = test_slot(L, idx);
+    dp_tensor **p = lt_slot(L, idx);
     if (p && !*p)
         luaL_argerror(L, idx, "the tensor was closed");
     return p ? *p : NULL;
@@ -84,7 +79,7 @@ dp_tensor *lt_test(lua_State *L, int idx)
 
 dp_tensor *lt_check(lua_State *L, int idx)
 {
-    dp_tensor **p = test_slot(L, idx);
+    dp_tensor **p = lt_slot(L, idx);
     if (!p)
         luaL_typeerror(L, idx, DPLUA_TENSOR_MT);
     if (!*p)
@@ -136,7 +131,7 @@ void lt_account_memory(lua_State *L)
 /* __gc and __close: releases the reference once */
 static int tensor_gc(lua_State *L)
 {
-    dp_tensor **p = test_slot(L, 1);
+    dp_tensor **p = lt_slot(L, 1);
     if (p) {
         dp_tensor_release(*p);
         *p = NULL;
@@ -408,7 +403,7 @@ dp_tensor *lt_randperm(lua_State *L, lua_Integer n, bool gen, uint64_t seed, uin
 
 int lt_is_tensor(lua_State *L)
 {
-    lua_pushboolean(L, test_slot(L, 1) != NULL);
+    lua_pushboolean(L, lt_slot(L, 1) != NULL);
     return 1;
 }
 

@@ -84,20 +84,14 @@ static dp_tensor *as(scope *s, dp_tensor *a, const dp_tensor *like)
 #define ZEROS(like) own(s, dp_zeros((like)->ndim, (like)->sizes, (like)->dtype, (like)->device))
 
 /* cond ? a : 0 and cond ? 0 : a (masking, so a NaN outside the mask stays out) */
-static dp_tensor *keep(scope *s, dp_tensor *cond, dp_tensor *a)
+static dp_tensor *masked(scope *s, dp_tensor *cond, dp_tensor *a, bool keep)
 {
     if (!cond || !a) return NULL;
     dp_tensor *zero = own(s, dp_zeros(0, NULL, a->dtype, a->device));
-    return zero ? own(s, dp_where(cond, a, zero)) : NULL;
+    return zero ? own(s, keep ? dp_where(cond, a, zero) : dp_where(cond, zero, a)) : NULL;
 }
-static dp_tensor *drop(scope *s, dp_tensor *cond, dp_tensor *a)
-{
-    if (!cond || !a) return NULL;
-    dp_tensor *zero = own(s, dp_zeros(0, NULL, a->dtype, a->device));
-    return zero ? own(s, dp_where(cond, zero, a)) : NULL;
-}
-#define KEEP(cond, a) keep(s, cond, a)
-#define DROP(cond, a) drop(s, cond, a)
+#define KEEP(cond, a) masked(s, cond, a, true)
+#define DROP(cond, a) masked(s, cond, a, false)
 
 /* a's gradient in maximum(a, b) from g (loses: where b wins, GT for minimum): 0 where b
  * wins, g / 2 on a tie, g elsewhere (NaN included), as PyTorch 1.13's

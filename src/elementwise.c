@@ -164,6 +164,9 @@ static dp_node *record1(dp_tensor **out, const char *node_name, dp_backward_fn f
 
 static bool is_comparison(dp_binary_op op) { return binary_flags[op] & KIND_CMP; }
 
+/* A 0-dim tensor on cpu:0, which joins a tensor on any device (PyTorch's CPU scalars). */
+static bool cpu_scalar(const dp_tensor *t) { return t->ndim == 0 && t->device.type == DP_DEVICE_CPU && t->device.index == 0; }
+
 static dp_tensor *record_binary(dp_tensor *out, dp_binary_op op, dp_tensor *a, dp_tensor *b)
 {
     const char *node_name = op_table[DP_NUNARY + op].node;
@@ -224,8 +227,8 @@ dp_tensor *dp_binary(dp_binary_op op, dp_tensor *a, dp_tensor *b)
     /* a 0-dim CPU tensor may join a tensor on any device, as in PyTorch */
     dp_tensor *moved = NULL;
     if (!dp_device_eq(a->device, b->device)) {
-        if (b->ndim == 0 && b->device.type == DP_DEVICE_CPU && b->device.index == 0) b = moved = dp_to(b, a->device, b->dtype, false);
-        else if (a->ndim == 0 && a->device.type == DP_DEVICE_CPU && a->device.index == 0) a = moved = dp_to(a, b->device, a->dtype, false);
+        if (cpu_scalar(b)) b = moved = dp_to(b, a->device, b->dtype, false);
+        else if (cpu_scalar(a)) a = moved = dp_to(a, b->device, a->dtype, false);
         else { dp_check_same_device(2, (dp_tensor *const[]){ a, b }); return NULL; }
         if (!moved) return NULL;
     }
@@ -340,7 +343,7 @@ dp_tensor *dp_unary(dp_unary_op op, dp_tensor *a, double p0, double p1)
 static dp_tensor *join_device(dp_tensor *t, dp_device dev)
 {
     if (dp_device_eq(t->device, dev)) { dp_tensor_retain(t); return t; }
-    if (t->ndim == 0 && t->device.type == DP_DEVICE_CPU && t->device.index == 0) return dp_to(t, dev, t->dtype, false);
+    if (cpu_scalar(t)) return dp_to(t, dev, t->dtype, false);
     char a[32], b[32];
     dp_error("where: expected all tensors to be on the same device, but found %s and %s", dp_device_str(dev, a),
              dp_device_str(t->device, b));
@@ -357,7 +360,7 @@ dp_tensor *dp_where(dp_tensor *cond, dp_tensor *a, dp_tensor *b)
     dp_tensor *const all[3] = { cond, a, b };
     dp_device dev = cond->device;
     for (int i = 0; i < 3; i++)
-        if (all[i]->ndim > 0 || all[i]->device.type != DP_DEVICE_CPU) { dev = all[i]->device; break; }
+        if (!cpu_scalar(all[i])) { dev = all[i]->device; break; }
     int nd, nd2;
     int64_t s1[DP_MAX_DIMS], sizes[DP_MAX_DIMS];
     if (dp_broadcast_shape(cond->ndim, cond->sizes, a->ndim, a->sizes, &nd, s1) ||

@@ -45,7 +45,6 @@ template <typename T> DP_OPMATH_FN T m_abs(T x) { return x < 0 ? -x : x; }
 DP_OPMATH_FN float m_abs(float x) { return fabsf(x); }
 DP_OPMATH_FN double m_abs(double x) { return fabs(x); }
 template <typename T> DP_OPMATH_FN T m_div(T x, T y) { return x / y; }
-DP_OPMATH_FN int64_t m_div(int64_t x, int64_t y) { return y ? x / y : 0; }
 DP_OPMATH_FN float m_pow(float x, float y) { return powf(x, y); }
 DP_OPMATH_FN double m_pow(double x, double y) { return pow(x, y); }
 #else
@@ -103,6 +102,7 @@ DP_OPMATH_FN double dp_frem(double x, double y)
     return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
 }
 #ifdef __cplusplus
+DP_OPMATH_FN int64_t m_div(int64_t x, int64_t y) { return dp_idiv(x, y); }
 DP_OPMATH_FN int64_t m_pow(int64_t x, int64_t y) { return dp_ipow(x, y); }
 DP_OPMATH_FN float m_fmod(float x, float y) { return fmodf(x, y); }
 DP_OPMATH_FN double m_fmod(double x, double y) { return fmod(x, y); }
