@@ -285,6 +285,7 @@ static int o_add_(lua_State *L) { return inplace_binary(L, DP_ADD); }
 static int o_sub_(lua_State *L) { return inplace_binary(L, DP_SUB); }
 static int o_mul_(lua_State *L) { return inplace_binary(L, DP_MUL); }
 static int o_div_(lua_State *L) { return inplace_binary(L, DP_DIV); }
+static int o_pow_(lua_State *L) { return inplace_binary(L, DP_POW); }
 
 static int o_clamp_(lua_State *L)
 {
@@ -380,7 +381,9 @@ const luaL_Reg lt_op_functions[] = { { "where", o_where }, { NULL, NULL } };
 
 /* Rows whose BIND is AUTO get a C function here, named after the op: t:name(...) and
  * torch.name(t, ...); OWN rows are bound above by hand. */
-#define BIND_UNARY_AUTO(NAME) static int u_##NAME(lua_State *L) { return unary(L, DP_##NAME, 0, 0); }
+#define BIND_UNARY_AUTO(NAME) \
+    static int u_##NAME(lua_State *L) { return unary(L, DP_##NAME, 0, 0); } \
+    static int u_##NAME##_(lua_State *L) { return self_or_raise(L, dp_unary_(DP_##NAME, lt_check(L, 1), 0, 0)); }
 #define BIND_BINARY_AUTO(NAME) static int b_##NAME(lua_State *L) { return binary(L, DP_##NAME, 1, 2); }
 #define BIND_UNARY_OWN(NAME)
 #define BIND_UNARY_NONE(NAME)
@@ -391,6 +394,7 @@ const luaL_Reg lt_op_functions[] = { { "where", o_where }, { NULL, NULL } };
 #include "../src/ops.def"
 
 #define REG_UNARY_AUTO(NAME, lua) { lua, u_##NAME },
+#define REG_UNARY_AUTO_INPLACE(NAME, lua) { lua "_", u_##NAME##_ },
 #define REG_BINARY_AUTO(NAME, lua) { lua, b_##NAME },
 #define REG_UNARY_OWN(NAME, lua)
 #define REG_UNARY_NONE(NAME, lua)
@@ -419,6 +423,12 @@ const luaL_Reg lt_math_functions[] = {
 };
 
 const luaL_Reg lt_math_methods[] = {
+#define DP_UNARY_OP(NAME, lua, BIND, ...) REG_UNARY_##BIND##_INPLACE(NAME, lua)
+#define DP_BINARY_OP(NAME, lua, BIND, ...)
+#define REG_UNARY_OWN_INPLACE(NAME, lua)
+#define REG_UNARY_NONE_INPLACE(NAME, lua)
+#include "../src/ops.def"
+    { "pow_", o_pow_ },
     { "add_", o_add_ }, { "sub_", o_sub_ }, { "mul_", o_mul_ }, { "div_", o_div_ },
     { "clamp_", o_clamp_ }, { "zero_", o_zero_ }, { "fill_", o_fill_ }, { "copy_", o_copy_ },
     { "uniform_", o_uniform_ }, { "normal_", o_normal_ }, { "masked_fill_", o_masked_fill_ }, { NULL, NULL }

@@ -51,3 +51,42 @@ describe('in-place writes and overlapping memory', function()
   end)
 end)
 
+
+describe('in-place forms of the op table unary ops', function()
+  it('every generated op has a name_ method that writes the out-of-place result into self', function()
+    local n = 0
+    for _, row in ipairs(torch._C.ops()) do
+      if row.family == 'unary' and row.bind == 'auto' then
+        local x = torch.tensor({ 0.25, 0.5, 0.75 }, { dtype = torch.float64 })
+        local want = x[row.name](x):tolist()
+        local same = x:view(3)
+        assert.are.equal(x, x[row.name .. '_'](x), row.name .. '_ returns self')
+        local got = same:tolist()
+        for i = 1, 3 do   -- NaN where the op is undefined (acosh below 1) must stay NaN
+          assert(got[i] == want[i] or (got[i] ~= got[i] and want[i] ~= want[i]), row.name .. '_')
+        end
+        n = n + 1
+      end
+    end
+    assert.is_true(n >= 35, n .. " generated ops")
+  end)
+
+  it('writes through views, as PyTorch', function()
+    local x = torch.tensor({ { -1.0, 2 }, { -3, 4 } })
+    x:select(2, 1):relu_()
+    assert.are.same({ { 0, 2 }, { 0, 4 } }, x:tolist())
+    x:t():neg_()
+    assert.are.same({ { 0, -2 }, { 0, -4 } }, x:tolist())
+    x:pow_(2)
+    assert.are.same({ { 0, 4 }, { 0, 16 } }, x:tolist())
+  end)
+
+  it('refuses a float result into an integer tensor, as PyTorch', function()
+    local i = torch.tensor({ 1, 4 })
+    expect_error(function() i:sqrt_() end, "result type float32 can't be cast to the desired output type int64")
+    assert.are.same({ 1, 4 }, i:tolist())
+    assert.are.same({ -1, -4 }, i:neg_():tolist())
+    assert.are.same({ 1, 4 }, i:abs_():tolist())
+    expect_error(function() torch.tensor({ true }):neg_() end, 'bool')
+  end)
+end)

@@ -489,7 +489,19 @@ int dp_binary_scalar_(dp_binary_op op, dp_tensor *self, double s)
 
 int dp_unary_(dp_unary_op op, dp_tensor *self, double p0, double p1)
 {
+    if ((unsigned)op >= DP_NUNARY) return dp_error("invalid unary op %d", (int)op);
     if (inplace_check(self, op_table[op].name)) return -1;
+    dp_dtype ct;
+    if (unary_dtype(op, self->dtype, &ct)) return -1;
+    if (ct != self->dtype) {
+        if (!((unary_flags[op] & RULE_SAME) && self->dtype == DP_BOOL))
+            return dp_error("result type %s can't be cast to the desired output type %s (%s_)", dp_dtype_name(ct),
+                            dp_dtype_name(self->dtype), op_table[op].name);
+        dp_tensor *r = NO_GRAD(dp_unary(op, self, p0, p1));   /* a bool result computed as int64 */
+        int rc = r ? dp_copy_(self, r) : -1;
+        dp_tensor_release(r);
+        return rc;
+    }
     dp_view o = dp_view_of(self);
     int rc = dp_numel(self) ? dp_backend_for(self->device)->unary(op, &o, &o, p0, p1) : 0;
     if (!rc) dp_bump_version(self);
