@@ -57,6 +57,8 @@ static int binary(lua_State *L, dp_binary_op op, int ia, int ib)
 /* add/sub take an optional alpha: a + alpha * b */
 static int add_sub(lua_State *L, dp_binary_op op)
 {
+    if (lua_type(L, 2) == LUA_TNUMBER && lt_test(L, 3) && lua_gettop(L) == 3)
+        lua_rotate(L, 2, 1);   /* Torch7's a:add(value, b): a + value * b */
     if (lua_isnoneornil(L, 3) || lua_tonumber(L, 3) == 1)
         return binary(L, op, 1, 2);
     luaL_checknumber(L, 3);
@@ -269,6 +271,8 @@ static int self_or_raise(lua_State *L, int rc)
 
 static int inplace_binary(lua_State *L, dp_binary_op op)
 {
+    if (lua_type(L, 2) == LUA_TNUMBER && lt_test(L, 3) && lua_gettop(L) == 3)
+        lua_rotate(L, 2, 1);   /* Torch7's a:add_(value, b) */
     dp_tensor *t = lt_check(L, 1), *other = lt_test(L, 2);
     double alpha = luaL_optnumber(L, 3, 1);
     if (!other)

@@ -1,0 +1,114 @@
+-- What Torch7 users and PyTorch users type without thinking, on top of the engine's API:
+-- the typed constructors (torch.Tensor(2, 3), torch.LongTensor{1, 2}), torch.range,
+-- Torch7's method names (fill, zero, copy, nElement, nDimension, apply, map), and
+-- PyTorch's small conveniences (view_as, reshape_as, type_as, element_size,
+-- is_floating_point, torch.seed).  Semantics are PyTorch's where the two differ: methods
+-- without a trailing underscore return new tensors, except the Torch7 names that only
+-- ever meant "fill this tensor" (fill, zero, copy, uniform).
+local M = {}
+
+local ELEMENT_SIZE = { float32 = 4, float64 = 8, int64 = 8, bool = 1 }
+
+function M.install(torch)
+  local Tensor = torch.Tensor
+
+  -- torch.Tensor(2, 3), torch.Tensor(size), torch.Tensor({1, 2}), torch.Tensor(t): sizes
+  -- give a zero-filled tensor (PyTorch leaves it uninitialised; zeros are never garbage),
+  -- a table gives its data, a tensor gives a view of it (the same memory, as in PyTorch)
+  local function constructor(name, dtype)
+    return function(first, ...)
+      if first == nil then return torch.empty(0, { dtype = dtype }) end
+      if torch.is_tensor(first) then
+        if first.dtype ~= dtype then
+          error(('%s(t): t is %s, not %s; use t:to(\'%s\') to convert'):format(name, first.dtype, dtype, dtype), 2)
+        end
+        return first:view(first.shape)
+      end
+      if type(first) == 'table' and getmetatable(first) ~= torch.Size then
+        return torch.tensor(first, { dtype = dtype })
+      end
+      local sizes = type(first) == 'table' and first or { first, ... }
+      for i, n in ipairs(sizes) do
+        if math.type(n) ~= 'integer' or n < 0 then
+          error(('%s: size %d must be a non-negative integer, got %s'):format(name, i, tostring(n)), 2)
+        end
+      end
+      return torch.zeros(sizes, { dtype = dtype })
+    end
+  end
+  setmetatable(Tensor, { __call = function(_, ...) return constructor('torch.Tensor', 'float32')(...) end })
+  torch.FloatTensor = constructor('torch.FloatTensor', 'float32')
+  torch.DoubleTensor = constructor('torch.DoubleTensor', 'float64')
+  torch.LongTensor = constructor('torch.LongTensor', 'int64')
+  torch.BoolTensor = constructor('torch.BoolTensor', 'bool')
+
+  -- torch.range(a, b [, step]): a, a + step, ... up to b inclusive, float32 (Torch7's,
+  -- and PyTorch's deprecated one; torch.arange excludes b)
+  function torch.range(a, b, step)
+    step = step or 1
+    if type(a) ~= 'number' or type(b) ~= 'number' or type(step) ~= 'number' then
+      error('torch.range(start, end [, step]) takes numbers', 2)
+    end
+    if step == 0 or (b - a) * step < 0 then
+      error(('torch.range: the step %s does not lead from %s to %s'):format(step, a, b), 2)
+    end
+    local n = math.floor((b - a) / step + 1e-9) + 1
+    return torch.arange(n, { dtype = 'float64' }):mul(step):add(a):float()
+  end
+
+  -- torch.seed(): seeds the default generator from the clock and returns the seed
+  function torch.seed()
+    local s = math.floor(torch._C.clock() * 1e9) ~ (os.time() << 20)
+    s = s & 0x1fffffffffffff
+    torch.manual_seed(s)
+    return s
+  end
+
+  function torch.is_floating_point(t) return t.dtype == 'float32' or t.dtype == 'float64' end
+  Tensor.is_floating_point = torch.is_floating_point
+  function Tensor:element_size() return ELEMENT_SIZE[self.dtype] end
+
+  function Tensor:view_as(other) return self:view(other.shape) end
+  function Tensor:reshape_as(other) return self:reshape(other.shape) end
+  function Tensor:type_as(other) return self:to(other.dtype) end
+
+  -- Torch7's names for what PyTorch spells with an underscore (in place, return self)
+  Tensor.fill = Tensor.fill_
+  Tensor.zero = Tensor.zero_
+  Tensor.copy = Tensor.copy_
+  Tensor.uniform = Tensor.uniform_
+  Tensor.nElement = Tensor.numel
+  Tensor.nDimension = Tensor.dim
+
+  -- t:apply(fn): t[i] = fn(t[i]) for every element, in place (fn may return nil to keep
+  -- the element); t:map(u, fn): t[i] = fn(t[i], u[i]).  Element by element in Lua, as in
+  -- Torch7: for small tensors and set-up code, not for the training loop.
+  local function each(self, others, fn, who)
+    if type(fn) ~= 'function' then error(who .. ': expected a function', 3) end
+    local n = self:numel()
+    local flat = function(t) return n == 0 and {} or t:reshape(n):tolist() end
+    local mine, theirs = flat(self), {}
+    for k, o in ipairs(others) do
+      if not torch.is_tensor(o) or o:numel() ~= n then
+        error(('%s: argument %d must be a tensor of %d elements'):format(who, k, n), 3)
+      end
+      theirs[k] = flat(o)
+    end
+    for i = 1, n do
+      local r
+      if #theirs == 0 then r = fn(mine[i])
+      elseif #theirs == 1 then r = fn(mine[i], theirs[1][i])
+      else r = fn(mine[i], theirs[1][i], theirs[2][i]) end
+      if r ~= nil then mine[i] = r end
+    end
+    if n > 0 then
+      self:copy_(torch.tensor(mine, { dtype = self.dtype, device = self.device }):view(self.shape))
+    end
+    return self
+  end
+  function Tensor:apply(fn) return each(self, {}, fn, 'apply') end
+  function Tensor:map(other, fn) return each(self, { other }, fn, 'map') end
+  function Tensor:map2(a, b, fn) return each(self, { a, b }, fn, 'map2') end
+end
+
+return M
