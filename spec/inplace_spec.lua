@@ -90,3 +90,64 @@ describe('in-place forms of the op table unary ops', function()
     expect_error(function() torch.tensor({ true }):neg_() end, 'bool')
   end)
 end)
+
+-- PyTorch 1.13 gives the same values and raises in the same places (checked by hand with it).
+describe('in-place ops that autograd sees', function()
+  it('a non-leaf written in place takes the op into its history', function()
+    local a = torch.tensor({ -1.0, 2, -3, 4 }, { requires_grad = true })
+    local x = a * 1
+    x:mul_(3):add_(1):relu_()
+    assert.are.same({ 0, 7, 0, 13 }, x:tolist())
+    assert.are.equal('ReluBackward0', x.grad_fn.name)
+    ;(x * x):sum():backward()
+    assert.are.same({ 0, 42, 0, 78 }, a.grad:tolist())   -- 2 * relu(3a + 1) * 3
+  end)
+
+  it('a tensor that needs no grad takes an operand that does into its history', function()
+    local w = torch.tensor({ 1.0, 2 }, { requires_grad = true })
+    local acc = torch.zeros(2)
+    acc:add_(w):mul_(w)
+    assert.is_true(acc.requires_grad)
+    acc:sum():backward()
+    assert.are.same({ 2, 4 }, w.grad:tolist())
+  end)
+
+  it('fill_ and copy_ cut the old value off and pass the gradient to the source', function()
+    local a = torch.tensor({ 1.0, 2 }, { requires_grad = true })
+    local x = a * 1
+    x:fill_(2)
+    ;(x * a):sum():backward()
+    assert.are.same({ 2, 2 }, a.grad:tolist())
+    a.grad = nil
+    local b = torch.tensor({ 5.0 }, { dtype = torch.float64, requires_grad = true })
+    local y = a * 1
+    y:copy_(b)
+    assert.are.equal('CopyBackwards', y.grad_fn.name)
+    ;(y * 3):sum():backward()
+    assert.are.same({ 0, 0 }, a.grad:tolist())
+    assert.are.same({ 6 }, b.grad:tolist())
+  end)
+
+  it('a value an earlier node saved and then overwrote stops backward, as PyTorch', function()
+    local b = torch.tensor({ 0.5, 1.0 }, { requires_grad = true })
+    local y = b * 1
+    y:exp_()          -- ExpBackward0 saves its result, which is y
+    y:mul_(2)
+    expect_error(function() y:sum():backward() end, 'modified by an inplace operation')
+    local e = torch.tensor({ 1.0, 2 }, { requires_grad = true }) * 1
+    local s = e:sin()  -- SinBackward0 saves e
+    e:mul_(2)
+    expect_error(function() (s:sum() + e:sum()):backward() end, 'modified by an inplace operation')
+  end)
+
+  it('refuses leaves and tensors with recorded views', function()
+    local leaf = torch.tensor({ 1.0, -2 }, { requires_grad = true })
+    expect_error(function() leaf:relu_() end, 'a leaf tensor that requires grad')
+    local d = leaf * 1
+    local v = d:narrow(1, 1, 1)
+    expect_error(function() v:relu_() end, 'shares its memory with a view')
+    expect_error(function() d:relu_() end, 'shares its memory with a view')
+    torch.no_grad(function() leaf:mul_(2) end)
+    assert.are.same({ 2, -4 }, leaf:tolist())
+  end)
+end)

@@ -91,6 +91,7 @@ typedef struct dp_storage {
     size_t nbytes;
     dp_device device;
     uint64_t version;          /* bumped by every in-place write (autograd checks it) */
+    bool graph_views;          /* a view of it was recorded by autograd (in-place ops then refuse) */
     void (*deleter)(void *ctx, void *data);  /* NULL: the device allocator owns data */
     void *deleter_ctx;
 } dp_storage;

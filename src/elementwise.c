@@ -393,15 +393,19 @@ dp_tensor *dp_where(dp_tensor *cond, dp_tensor *a, dp_tensor *b)
 /* Refuses in-place writes autograd depends on, and writes to a tensor whose elements share
  * memory (an expanded view): the result would depend on the order of the writes, and on a
  * GPU the writes race. */
-static int inplace_check(dp_tensor *self, const char *op)
+static int expand_check(dp_tensor *self, const char *op)
 {
-    if (dp_check_inplace(self, op)) return -1;
     for (int d = 0; d < self->ndim; d++)
         if (self->strides[d] == 0 && self->sizes[d] > 1)
             return dp_error("unsupported operation: more than one element of the written-to tensor refers to a single "
                             "memory location (%s on an expanded view). Please clone() the tensor before performing the "
                             "operation.", op);
     return 0;
+}
+
+static int inplace_check(dp_tensor *self, const char *op)
+{
+    return dp_check_inplace(self, op) || expand_check(self, op) ? -1 : 0;
 }
 
 /* A write to dst that reads src, refused when their elements partly overlap in memory (as
@@ -448,10 +452,111 @@ static int check_overlap(const dp_tensor *dst, const dp_tensor *src, const char 
     return 0;
 }
 
+/* In-place ops that autograd must see: self requires grad (a non-leaf) or an operand does.
+ * As PyTorch rebases self's history, the op runs out of place on self's old value (with
+ * recording), and self takes the result's values and its node.  When nothing else holds self
+ * or its memory, self simply takes the result's storage; otherwise the old value is a clone
+ * and the result is copied in (the version bump then stops any backward that saved the old
+ * value, as in PyTorch).  A tensor with views that autograd recorded is refused: their
+ * histories would not learn of the write. */
+typedef struct {
+    enum { IP_UNARY, IP_BINARY, IP_SCALAR, IP_FILL, IP_COPY } kind;
+    int op;
+    dp_tensor *other;
+    double p0, p1;
+} inplace_op;
+
+static bool inplace_tracked(const dp_tensor *self, const dp_tensor *other)
+{
+    return dp_grad_enabled() && (self->requires_grad || (other && other->requires_grad));
+}
+
+/* Backward of fill_ and copy_ on a tracked tensor (FillBackward0, CopyBackwards): zeros for
+ * self's old value, the gradient itself for copy_'s source (already in self's layout). */
+static int overwrite_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
+{
+    if (DP_NEEDS_INPUT(n, 0) && !(gin[0] = dp_zeros(n->in[0].ndim, n->in[0].sizes, g->dtype, g->device))) return -1;
+    if (n->n_inputs > 1 && DP_NEEDS_INPUT(n, 1)) { gin[1] = g; dp_tensor_retain(g); }
+    return 0;
+}
+
+/* The new contents of fill_ (src NULL) or copy_, with a node that links them to self's old
+ * value and to the source. */
+static dp_tensor *overwritten(dp_tensor *self, dp_tensor *old, const inplace_op *o)
+{
+    dp_tensor *src = NULL, *values;
+    if (o->kind == IP_COPY) {
+        dp_tensor *conv = dp_to(o->other, self->device, self->dtype, false);
+        src = conv ? dp_expand(conv, self->ndim, self->sizes) : NULL;
+        dp_tensor_release(conv);
+        if (!src) return NULL;
+        values = NO_GRAD(dp_clone(src));
+    } else {
+        values = dp_full(self->ndim, self->sizes, o->p0, self->dtype, self->device);
+    }
+    dp_tensor *in[2] = { old, src };
+    int n = src ? 2 : 1;
+    if (values && dp_needs_grad(n, in)) {
+        dp_node *node = dp_node_new(src ? "CopyBackwards" : "FillBackward0", overwrite_backward, n, in);
+        if (node) dp_attach(values, node);
+        else { dp_tensor_release(values); values = NULL; }
+    }
+    dp_tensor_release(src);
+    return values;
+}
+
+static int inplace_recorded(dp_tensor *self, const char *name, const inplace_op *o)
+{
+    if (self->requires_grad && !self->grad_fn) return dp_check_inplace(self, name);   /* a leaf */
+    if (self->storage->graph_views)
+        return dp_error("in-place operation %s on a tensor that requires grad and shares its memory with a view "
+                        "autograd recorded is not supported; use the out-of-place form", name);
+    bool swap = __atomic_load_n(&self->refcount, __ATOMIC_ACQUIRE) == 1
+                && __atomic_load_n(&self->storage->refcount, __ATOMIC_ACQUIRE) == 1;
+    dp_tensor *old = swap ? dp_alias(self) : NO_GRAD(dp_clone(self));
+    if (!old) return -1;
+    if (self->requires_grad) {
+        old->requires_grad = true;
+        old->grad_fn = self->grad_fn;
+        dp_node_retain(old->grad_fn);
+    }
+    dp_tensor *r = o->kind == IP_UNARY    ? dp_unary((dp_unary_op)o->op, old, o->p0, o->p1)
+                 : o->kind == IP_BINARY   ? dp_binary((dp_binary_op)o->op, old, o->other)
+                 : o->kind == IP_SCALAR   ? dp_binary_scalar((dp_binary_op)o->op, old, o->p0, false)
+                                          : overwritten(self, old, o);
+    dp_tensor_release(old);
+    if (r && r->dtype != self->dtype) {
+        dp_tensor *c = dp_to(r, r->device, self->dtype, false);
+        dp_tensor_release(r);
+        r = c;
+    }
+    if (!r) return -1;
+    if (swap) {
+        dp_storage *was = self->storage;
+        dp_storage_retain(r->storage);
+        self->storage = r->storage;
+        self->offset = r->offset;
+        memcpy(self->strides, r->strides, sizeof(int64_t) * (size_t)r->ndim);
+        dp_storage_release(was);   /* the old value lives on in old, if the node saved it */
+    } else if (dp_copy_raw(self, r)) {
+        dp_tensor_release(r);
+        return -1;
+    }
+    dp_node_release(self->grad_fn);
+    self->grad_fn = r->grad_fn;
+    dp_node_retain(self->grad_fn);
+    self->requires_grad = self->grad_fn != NULL;
+    dp_tensor_release(r);
+    return 0;
+}
+
 int dp_binary_(dp_binary_op op, dp_tensor *self, dp_tensor *other)
 {
-    if (check_overlap(self, other, op_table[DP_NUNARY + op].name)) return -1;
-    if (inplace_check(self, op_table[DP_NUNARY + op].name) || check_bools(op, self->dtype, other->dtype)) return -1;
+    const char *name = op_table[DP_NUNARY + op].name;
+    bool tracked = inplace_tracked(self, other);
+    if (check_overlap(self, other, name)) return -1;
+    if ((tracked ? expand_check(self, name) : inplace_check(self, name)) || check_bools(op, self->dtype, other->dtype))
+        return -1;
     if (other->ndim > 0 || other->device.type != DP_DEVICE_CPU) {
         if (dp_check_same_device(2, (dp_tensor *const[]){ self, other })) return -1;
     }
@@ -467,6 +572,7 @@ int dp_binary_(dp_binary_op op, dp_tensor *self, dp_tensor *other)
     if (!dp_dtype_is_float(self->dtype) && (dp_dtype_is_float(other->dtype) || float_result))
         return dp_error("result type %s can't be cast to the desired output type %s",
                         dp_dtype_name(float_result ? DP_FLOAT32 : other->dtype), dp_dtype_name(self->dtype));
+    if (tracked) return inplace_recorded(self, name, &(inplace_op){ IP_BINARY, op, other, 0, 0 });
     dp_tensor *oc = NO_GRAD(dp_to(other, self->device, self->dtype, false));
     if (!oc) return -1;
     dp_view o = dp_view_of(self), vb = dp_broadcast_view(oc, nd, sizes);
@@ -478,9 +584,13 @@ int dp_binary_(dp_binary_op op, dp_tensor *self, dp_tensor *other)
 
 int dp_binary_scalar_(dp_binary_op op, dp_tensor *self, double s)
 {
-    if (inplace_check(self, op_table[DP_NUNARY + op].name) || check_bools(op, self->dtype, DP_INT64)) return -1;
+    const char *name = op_table[DP_NUNARY + op].name;
+    bool tracked = inplace_tracked(self, NULL);
+    if ((tracked ? expand_check(self, name) : inplace_check(self, name)) || check_bools(op, self->dtype, DP_INT64))
+        return -1;
     if (!dp_dtype_is_float(self->dtype) && ((binary_flags[op] & (KIND_FLOAT | KIND_FLOATONLY)) || s != floor(s)))
         return dp_error("result type float32 can't be cast to the desired output type %s", dp_dtype_name(self->dtype));
+    if (tracked) return inplace_recorded(self, name, &(inplace_op){ IP_SCALAR, op, NULL, s, 0 });
     dp_view o = dp_view_of(self);
     int rc = dp_numel(self) ? dp_backend_for(self->device)->binary_scalar(op, &o, &o, s, false) : 0;
     if (!rc) dp_bump_version(self);
@@ -490,18 +600,21 @@ int dp_binary_scalar_(dp_binary_op op, dp_tensor *self, double s)
 int dp_unary_(dp_unary_op op, dp_tensor *self, double p0, double p1)
 {
     if ((unsigned)op >= DP_NUNARY) return dp_error("invalid unary op %d", (int)op);
-    if (inplace_check(self, op_table[op].name)) return -1;
+    bool tracked = inplace_tracked(self, NULL);
+    if (tracked ? expand_check(self, op_table[op].name) : inplace_check(self, op_table[op].name)) return -1;
     dp_dtype ct;
     if (unary_dtype(op, self->dtype, &ct)) return -1;
     if (ct != self->dtype) {
         if (!((unary_flags[op] & RULE_SAME) && self->dtype == DP_BOOL))
             return dp_error("result type %s can't be cast to the desired output type %s (%s_)", dp_dtype_name(ct),
                             dp_dtype_name(self->dtype), op_table[op].name);
+        if (tracked) return dp_error("%s_ on a bool tensor that requires grad is not supported", op_table[op].name);
         dp_tensor *r = NO_GRAD(dp_unary(op, self, p0, p1));   /* a bool result computed as int64 */
         int rc = r ? dp_copy_(self, r) : -1;
         dp_tensor_release(r);
         return rc;
     }
+    if (tracked) return inplace_recorded(self, op_table[op].name, &(inplace_op){ IP_UNARY, op, NULL, p0, p1 });
     dp_view o = dp_view_of(self);
     int rc = dp_numel(self) ? dp_backend_for(self->device)->unary(op, &o, &o, p0, p1) : 0;
     if (!rc) dp_bump_version(self);
@@ -510,6 +623,8 @@ int dp_unary_(dp_unary_op op, dp_tensor *self, double p0, double p1)
 
 int dp_fill_(dp_tensor *self, double value)
 {
+    if (inplace_tracked(self, NULL))
+        return expand_check(self, "fill_") ? -1 : inplace_recorded(self, "fill_", &(inplace_op){ IP_FILL, 0, NULL, value, 0 });
     if (inplace_check(self, "fill_")) return -1;
     dp_view o = dp_view_of(self);
     int rc = dp_numel(self) ? dp_backend_for(self->device)->fill(&o, value) : 0;
@@ -519,7 +634,9 @@ int dp_fill_(dp_tensor *self, double value)
 
 int dp_copy_(dp_tensor *self, dp_tensor *src)
 {
-    if (inplace_check(self, "copy_") || check_overlap(self, src, "copy_")) return -1;
+    bool tracked = inplace_tracked(self, src);
+    if ((tracked ? expand_check(self, "copy_") : inplace_check(self, "copy_")) || check_overlap(self, src, "copy_"))
+        return -1;
     int nd;
     int64_t sizes[DP_MAX_DIMS];
     if (dp_broadcast_shape(self->ndim, self->sizes, src->ndim, src->sizes, &nd, sizes)) return -1;
@@ -528,6 +645,7 @@ int dp_copy_(dp_tensor *self, dp_tensor *src)
         return dp_error("copy_: the source of shape %s cannot be broadcast to the destination's shape %s",
                         dp_shape_str(src->ndim, src->sizes, a, sizeof a), dp_shape_str(self->ndim, self->sizes, b, sizeof b));
     }
+    if (tracked) return inplace_recorded(self, "copy_", &(inplace_op){ IP_COPY, 0, src, 0, 0 });
     if (dp_same_shape(self, src)) return dp_copy_raw(self, src);
     dp_tensor *e = NO_GRAD(dp_expand(src, self->ndim, self->sizes));
     int rc = e ? dp_copy_raw(self, e) : -1;

@@ -21,7 +21,7 @@ static bool layout_of(const dp_tensor *t, mat_layout *l)
 dp_tensor *dp_bmm_raw(dp_tensor *a, dp_tensor *b, bool ta, bool tb)
 {
     dp_tensor *ac = NULL, *bc = NULL, *out = NULL;
-    mat_layout la, lb;
+    mat_layout la = { 0 }, lb = { 0 };
     ac = layout_of(a, &la) ? (dp_tensor_retain(a), a) : dp_clone(a);
     bc = layout_of(b, &lb) ? (dp_tensor_retain(b), b) : dp_clone(b);
     if (!ac || !bc) goto done;
@@ -210,7 +210,7 @@ dp_tensor *dp_linear(dp_tensor *x, dp_tensor *w, dp_tensor *b)
     int64_t ysz[2] = { rows, outf };
     y = dp_empty(2, ysz, x->dtype, x->device);
     if (!y) goto done;
-    mat_layout lw;
+    mat_layout lw = { 0 };
     dp_tensor *wc = layout_of(w, &lw) ? (dp_tensor_retain(w), w) : dp_clone(w);
     if (!wc) goto done;
     layout_of(wc, &lw);

@@ -522,6 +522,7 @@ static dp_tensor *record_view(dp_tensor *v, dp_tensor *t, const char *name, dp_b
         if (!node) { dp_tensor_release(v); return NULL; }
         for (int i = 0; i < nip; i++) node->ip[i] = ip[i];
         dp_attach(v, node);
+        v->storage->graph_views = true;
     }
     return v;
 }

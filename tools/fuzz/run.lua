@@ -21,8 +21,8 @@ local compare = dofile(here .. '/compare.lua')
 
 -- Where dplua raises by design and PyTorch computes: a pattern of dplua's message, and why.
 local STRICTER = {
-  { 'in%-place operation %S+ on a tensor that requires grad is not supported',
-    'in-place ops on tensors that require grad are refused' },
+  { 'in%-place operation %S+ on a tensor that requires grad and shares its memory with a view',
+    'in-place ops on tensors whose views autograd recorded are refused' },
   { 'matmul: expected both operands to have the same dtype', 'matmul does not promote' },
   { 'matmul: not supported for bool tensors', 'matmul has no bool kernel' },
   { 'more than one element of the written%-to tensor refers to a single memory location',
