@@ -31,5 +31,6 @@ for _, name in ipairs {
 } do
   rawset(nn, name, require('nn.' .. name))
 end
+require 'nn.legacy'   -- Torch7's protocol: m:forward keeps m.output, backward, criteria
 
 return nn

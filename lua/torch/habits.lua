@@ -64,6 +64,32 @@ function M.install(torch)
     return s
   end
 
+  -- Torch7's names
+  torch.CmdLine = require('torch.cmdline')
+  torch.isTensor = torch.is_tensor
+  torch.manualSeed = torch.manual_seed
+  torch.initialSeed = torch.initial_seed
+  -- torch.random([a,] [b]): a random integer from the default generator (1..2^32 with no
+  -- arguments, 1..a with one, a..b with two); torch.uniform([a, b]): a number in [a, b)
+  function torch.random(a, b)
+    if a == nil then return torch.randint(1, 2 ^ 32 + 1, { 1 }):item() end
+    if b == nil then a, b = 1, a end
+    return torch.randint(a, b + 1, { 1 }):item()
+  end
+  function torch.uniform(a, b)
+    a, b = a or 0, b or 1
+    return torch.rand(1, { dtype = 'float64' }):item() * (b - a) + a
+  end
+  -- torch.cat(a, b [, dim]) as well as torch.cat({a, b, ...} [, dim])
+  local cat = torch.cat
+  function torch.cat(first, second, dim)
+    if torch.is_tensor(first) then
+      if torch.is_tensor(second) then return cat({ first, second }, dim) end
+      return cat({ first }, second)
+    end
+    return cat(first, second)
+  end
+
   function torch.is_floating_point(t) return t.dtype == 'float32' or t.dtype == 'float64' end
   Tensor.is_floating_point = torch.is_floating_point
   function Tensor:element_size() return ELEMENT_SIZE[self.dtype] end
