@@ -89,3 +89,47 @@ describe('Torch7 and PyTorch conveniences', function()
     assert.are.same(a, torch.rand(3):tolist())
   end)
 end)
+
+describe('resize', function()
+  it('resize_ and resizeAs keep the leading elements and zero the rest, in place', function()
+    local t = torch.arange(6):float()
+    local same = t
+    t:resize(2, 2)
+    assert.are.equal(same, t)
+    assert.are.same({ { 0, 1 }, { 2, 3 } }, t:tolist())
+    t:resizeAs(torch.zeros(3, 2))
+    assert.are.same({ { 0, 1 }, { 2, 3 }, { 0, 0 } }, t:tolist())
+    assert.are.same({ 2, 3 }, torch.Tensor():resize_({ 2, 3 }):size():totable())
+    expect_error(function() t:resize_(2, -1) end, 'size 2 must be a non-negative integer')
+    expect_error(function() torch.zeros(2, { requires_grad = true }):resize_(3) end, 'requires grad')
+  end)
+end)
+
+describe('torch.Tester', function()
+  it('records passes and failures, runs every test protected, and reports', function()
+    local tests = torch.TestSuite()
+    local tester = torch.Tester()
+    function tests.good()
+      tester:eq(torch.ones(2) + 1, torch.Tensor({ 2, 2 }), 1e-6)
+      tester:assertlt(1, 2)
+      tester:assertTableEq({ 1, { 2 } }, { 1, { 2 } })
+      tester:assertError(function() error('x') end)
+      tester:assertErrorMsg(function() error('wrong size') end, 'wrong size')
+    end
+    function tests.bad() tester:assertTensorEq(torch.ones(2), torch.zeros(2), 0.5, 'differ') end
+    function tests.raises() error('boom') end
+    expect_error(function() tests.good = function() end end, "a test called 'good' exists already")
+    local lines = {}
+    local write = io.write
+    io.write = function(s) lines[#lines + 1] = s end
+    local ok = tester:add(tests):run()
+    io.write = write
+    assert.is_false(ok)
+    local out = table.concat(lines)
+    assert.is_truthy(out:find('FAIL bad (spec/habits_spec.lua:', 1, true))
+    assert.is_truthy(out:find('differ (largest difference 1, tolerance 0.5)', 1, true))
+    assert.is_truthy(out:find('FAIL raises (error):', 1, true))
+    assert.is_truthy(out:find('1/3 tests passed, 6 assertions, 2 failures', 1, true))
+    assert.is_true(torch.Tester():add(function() end, 'empty'):run())
+  end)
+end)

@@ -66,6 +66,8 @@ function M.install(torch)
 
   -- Torch7's names
   torch.CmdLine = require('torch.cmdline')
+  torch.Tester = function() return require('torch.tester').Tester() end
+  torch.TestSuite = function() return require('torch.tester').TestSuite() end
   torch.isTensor = torch.is_tensor
   torch.manualSeed = torch.manual_seed
   torch.initialSeed = torch.initial_seed
@@ -93,6 +95,32 @@ function M.install(torch)
   function torch.is_floating_point(t) return t.dtype == 'float32' or t.dtype == 'float64' end
   Tensor.is_floating_point = torch.is_floating_point
   function Tensor:element_size() return ELEMENT_SIZE[self.dtype] end
+
+  -- resize_(sizes) / resize_as_(other) (Torch7: resize, resizeAs): in place, keeping the
+  -- leading elements in row-major order; new elements are zero
+  local function resize(self, sizes, who)
+    local n = 1
+    for i, s in ipairs(sizes) do
+      if math.type(s) ~= 'integer' or s < 0 then
+        error(('%s: size %d must be a non-negative integer, got %s'):format(who, i, tostring(s)), 3)
+      end
+      n = n * s
+    end
+    if self.requires_grad then error(who .. ': cannot resize a tensor that requires grad', 3) end
+    local new = torch.zeros(n, { dtype = self.dtype, device = self.device })
+    local keep = math.min(n, self:numel())
+    if keep > 0 then new:narrow(1, 1, keep):copy_(self:reshape(self:numel()):narrow(1, 1, keep)) end
+    torch._C.set_data(self, new:view(sizes))
+    return self
+  end
+  local function sizes_of(first, ...)
+    if type(first) == 'table' then return first end
+    return { first, ... }
+  end
+  function Tensor:resize_(...) return resize(self, sizes_of(...), 'resize_') end
+  function Tensor:resize_as_(other) return resize(self, other:size():totable(), 'resize_as_') end
+  Tensor.resize = Tensor.resize_
+  Tensor.resizeAs = Tensor.resize_as_
 
   function Tensor:view_as(other) return self:view(other.shape) end
   function Tensor:reshape_as(other) return self:reshape(other.shape) end
