@@ -3,6 +3,8 @@
 -- (src/safetensors.c, src/npy.c); this layer checks arguments and names the function in errors.
 local C = require('torch._C').data
 
+local checkpoint = require 'torch.checkpoint'
+
 local serialize = {}
 
 local function call(who, fn, ...)
@@ -18,39 +20,55 @@ local function check_path(who, path, argn)
   if path == '' then error(who .. ': the file name is empty', 3) end
 end
 
--- torch.save(path, tbl [, metadata]): tbl maps names to tensors (a module's state_dict(),
--- or a module itself); metadata maps strings to strings (the file's __metadata__).
--- The PyTorch order torch.save(tbl, path) is accepted too.
+-- torch.save(path, value [, metadata]): value is a table of name to tensor (a module's
+-- state_dict(), or a module itself), or any nesting of tables of tensors, numbers, strings
+-- and booleans (modules inside become their state_dicts); metadata maps strings to strings
+-- (the file's __metadata__).  The PyTorch order torch.save(value, path) is accepted too.
+-- Nested values keep their tree in the metadata (lua/torch/checkpoint.lua).
 function serialize.save(path, tbl, metadata)
   if type(path) ~= 'string' and type(tbl) == 'string' then path, tbl = tbl, path end
   check_path('torch.save', path, 1)
+  local torch = require 'torch'
   if C.is_tensor(tbl) then
-    error('torch.save: expected a table of name to tensor, got a tensor (save it as {name = t}, '
-      .. 'or use torch.save_npy for a single tensor)', 2)
+    error('torch.save: expected a table (of name to tensor, or a checkpoint), got a tensor (save it as '
+      .. '{name = t}, or use torch.save_npy for a single tensor)', 2)
   end
   if type(tbl) ~= 'table' then
-    error(('torch.save: expected a table of name to tensor, got %s'):format(type(tbl)), 2)
+    error(('torch.save: expected a table (of name to tensor, or a checkpoint), got %s'):format(type(tbl)), 2)
   end
   local ok, sd = pcall(function() return tbl.state_dict end)
   if ok and type(sd) == 'function' then tbl = tbl:state_dict() end
   if metadata ~= nil and type(metadata) ~= 'table' then
     error(('torch.save: metadata must be a table of strings, got %s'):format(type(metadata)), 2)
   end
-  for k, v in pairs(tbl) do
-    if type(k) ~= 'string' then
-      error(('torch.save: key %s is a %s; tensor names must be strings'):format(tostring(k), type(k)), 2)
-    end
-    if not C.is_tensor(v) then
-      error(('torch.save: the value for \'%s\' is a %s, not a tensor'):format(k, type(v)), 2)
-    end
+  if metadata and metadata[checkpoint.TREE_KEY] ~= nil then
+    error(("torch.save: the metadata key '%s' is dplua's own"):format(checkpoint.TREE_KEY), 2)
+  end
+  if not checkpoint.is_flat(torch, tbl) then
+    local done, tensors, tree = pcall(checkpoint.flatten, torch, tbl)
+    if not done then error(tensors, 2) end
+    local meta = {}
+    for k, v in pairs(metadata or {}) do meta[k] = v end
+    meta[checkpoint.TREE_KEY] = tree
+    tbl, metadata = tensors, meta
   end
   call('torch.save', C.save_safetensors, path, tbl, metadata)
 end
 
--- torch.load(path) -> a table of name to tensor (CPU), and the file's metadata (or nil).
+-- torch.load(path) -> what torch.save wrote (a table of name to tensor, or the checkpoint's
+-- nested table), with tensors on the CPU, and the file's metadata (or nil).
 function serialize.load(path)
   check_path('torch.load', path, 1)
-  return call('torch.load', C.load_safetensors, path)
+  local tbl, meta = call('torch.load', C.load_safetensors, path)
+  local tree = meta and meta[checkpoint.TREE_KEY]
+  if tree then
+    local ok, rebuilt = pcall(checkpoint.rebuild, tbl, tree)
+    if not ok then error(rebuilt, 2) end
+    meta[checkpoint.TREE_KEY] = nil
+    tbl = rebuilt
+    if next(meta) == nil then meta = nil end
+  end
+  return tbl, meta
 end
 
 -- torch.save_npy(path, t): writes t as a NumPy .npy file.
