@@ -628,3 +628,25 @@ print(np.frombuffer(b[8 + n + o[0]:8 + n + o[1]], dtype='<f4').size)
     expect_error(function() torch.save(path, { a = 1 }, { ['dplua.tree'] = 'x' }) end, "dplua's own")
   end)
 end)
+
+describe("PyTorch's state_dict keys", function()
+  local nn = require 'nn'
+  it('load with {from_pytorch = true}, save with {to_pytorch = true}, and the error suggests it', function()
+    local m = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Sequential(nn.Linear(2, 1)))
+    local pt = {   -- as PyTorch names them: children count from 0
+      ['0.weight'] = torch.tensor({ { 1.0, 0 }, { 0, -1 } }), ['0.bias'] = torch.tensor({ 0.5, 0.5 }),
+      ['2.0.weight'] = torch.tensor({ { 2.0, 3 } }), ['2.0.bias'] = torch.tensor({ -1.0 }),
+    }
+    expect_error(function() m:load_state_dict(pt) end, 'Unexpected key(s) in state_dict: "0.bias"',
+      'load_state_dict(sd, {from_pytorch = true})')
+    m:load_state_dict(pt, { from_pytorch = true })
+    -- x = (1, 2): relu((1.5, -1.5)) = (1.5, 0); 2 * 1.5 + 3 * 0 - 1 = 2
+    assert.are.same({ { 2 } }, m(torch.tensor({ { 1.0, 2 } })):tolist())
+    local back = m:state_dict({ to_pytorch = true })
+    local keys = {}
+    for k in pairs(back) do keys[#keys + 1] = k end
+    table.sort(keys)
+    assert.are.same({ '0.bias', '0.weight', '2.0.bias', '2.0.weight' }, keys)
+    assert.are.same({ { 2, 3 } }, back['2.0.weight']:tolist())
+  end)
+end)

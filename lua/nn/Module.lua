@@ -272,12 +272,27 @@ function Module:float() return self:to('float32') end
 
 -- State ---------------------------------------------------------------------------------
 
--- A table name -> tensor of every parameter and buffer (detached, sharing storage).
-function Module:state_dict()
+-- Key names as PyTorch spells them and back: the numbers in a key ("layers.0.weight") are
+-- the positions of nn.Sequential and list children, counted from 0 there and from 1 here.
+local function shift_keys(sd, delta)
+  local out = {}
+  for k, v in pairs(sd) do
+    if type(k) == 'string' then
+      k = ('.' .. k .. '.'):gsub('%.(%d+)%f[.]', function(n) return '.' .. (tonumber(n) + delta) end):sub(2, -2)
+    end
+    out[k] = v
+  end
+  return out
+end
+
+-- A table name -> tensor of every parameter and buffer (detached, sharing storage);
+-- {to_pytorch = true} numbers children from 0, as PyTorch's keys do.
+function Module:state_dict(opts)
+  local o = utils.options('state_dict', opts, { to_pytorch = false })
   local sd = {}
   for name, p in self:named_parameters() do sd[name] = p:detach() end
   for name, b in self:named_buffers() do sd[name] = b:detach() end
-  return sd
+  return o.to_pytorch and shift_keys(sd, -1) or sd
 end
 
 local function quoted(list)
@@ -293,7 +308,8 @@ function Module:load_state_dict(sd, opts)
   if type(sd) ~= 'table' then
     utils.error(('load_state_dict: expected a table name -> tensor, got %s'):format(type(sd)))
   end
-  local o = utils.options('load_state_dict', opts, { strict = true })
+  local o = utils.options('load_state_dict', opts, { strict = true, from_pytorch = false })
+  if o.from_pytorch then sd = shift_keys(sd, 1) end
   local own, names = {}, {}
   for name, t in self:named_parameters() do own[name] = t; names[#names + 1] = name end
   for name, t in self:named_buffers() do own[name] = t; names[#names + 1] = name end
@@ -319,6 +335,15 @@ function Module:load_state_dict(sd, opts)
   if o.strict then
     if #missing > 0 then table.insert(problems, 1, 'Missing key(s) in state_dict: ' .. quoted(missing) .. '.') end
     if #unexpected > 0 then table.insert(problems, #missing > 0 and 2 or 1, 'Unexpected key(s) in state_dict: ' .. quoted(unexpected) .. '.') end
+  end
+  if #problems > 0 and #unexpected > 0 and not o.from_pytorch then
+    -- keys counted from 0 that would fit counted from 1: a PyTorch state_dict
+    local shifted, fits = shift_keys(sd, 1), 0
+    for _, name in ipairs(names) do if shifted[name] ~= nil then fits = fits + 1 end end
+    if fits > #names - #missing then
+      problems[#problems + 1] = 'The keys look like PyTorch\'s, whose nn.Sequential children count from 0 '
+        .. '("0.weight"): load them with load_state_dict(sd, {from_pytorch = true}).'
+    end
   end
   if #problems > 0 then
     utils.error(('Error(s) in loading state_dict for %s:\n\t%s'):format(class_name(self), table.concat(problems, '\n\t')))
