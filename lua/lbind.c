@@ -9,10 +9,29 @@
 
 /* ------------------------------------------------------------------ errors and userdata */
 
+/* Whether a chunk is part of dplua's own Lua library (as torch.options' error judges). */
+static bool library_source(const char *src)
+{
+    return strncmp(src, "@lua/nn/", 8) == 0 || strncmp(src, "@lua/optim/", 11) == 0 || strncmp(src, "@lua/torch/", 11) == 0;
+}
+
+/* Raises the engine's message at the line of the first caller outside the library, so an
+ * error from a loss or a layer points at the program's line, not at nn/functional.lua. */
 int lt_raise(lua_State *L)
 {
     const char *msg = dp_last_error();
-    return luaL_error(L, "%s", msg && *msg ? msg : "unknown error in the dplua engine");
+    lua_Debug ar;
+    bool where = false;
+    for (int level = 1; !where && lua_getstack(L, level, &ar); level++) {
+        if (!lua_getinfo(L, "Sl", &ar) || *ar.what == 'C' || library_source(ar.source)) continue;
+        if (ar.currentline <= 0) break;
+        lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+        where = true;
+    }
+    if (!where) lua_pushliteral(L, "");
+    lua_pushstring(L, msg && *msg ? msg : "unknown error in the dplua engine");
+    lua_concat(L, 2);
+    return lua_error(L);
 }
 
 /* The tensor metatable is also kept in the registry under this address: looking it up by
@@ -80,6 +99,8 @@ dp_tensor *lt_test(lua_State *L, int idx)
 dp_tensor *lt_check(lua_State *L, int idx)
 {
     dp_tensor **p = lt_slot(L, idx);
+    if (!p && idx == 1 && lua_isnone(L, 1))   /* x.size() for x:size() */
+        luaL_argerror(L, 1, "a tensor expected, got no value (call methods with a colon: x:size(), not x.size())");
     if (!p)
         luaL_typeerror(L, idx, DPLUA_TENSOR_MT);
     if (!*p)

@@ -24,6 +24,10 @@ function Optimizer:__init(params, defaults, name)
   elseif torch.is_tensor(params) then
     params = { params }
   end
+  if type(params) == 'table' and torch.isinstance(params, 'nn.Module') then
+    utils.error(('%s: expected the parameters, got the module itself (%s); pass model:parameters()')
+      :format(self.name, torch.typename(params) or 'nn.Module'))
+  end
   if type(params) ~= 'table' then
     utils.error(('%s: params must be a table of tensors or of parameter groups, got %s')
       :format(self.name, type(params)))
