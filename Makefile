@@ -8,7 +8,11 @@
 #                      and the DataLoader specs
 #   make install PREFIX=/usr/local
 #   make env           prints the exports that let stock lua5.4 find an uninstalled build
+#   make uninstall PREFIX=/usr/local   removes what make install put there
+#   CPPFLAGS, CFLAGS and LDFLAGS from the environment are added (Debian's hardening flags)
 
+VERSION := 0.1.0
+SOMAJOR := 0
 BUILD   ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
@@ -30,7 +34,7 @@ LUA        ?= lua5.4
 
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -fPIC -g $(OPT) -Wall -Wextra -Wno-unused-parameter \
               -fopenmp-simd -fvisibility=hidden $(SAN)
-DEFS =
+DEFS = -DDPLUA_VERSION='"$(VERSION)"'
 ifeq ($(CUDA),1)
 DEFS += -DDP_HAVE_CUDA
 endif
@@ -39,7 +43,7 @@ DEFS += -DDP_HAVE_MPI
 MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
 endif
-CFLAGS  += $(CFLAGS_BASE) $(DEFS) $(MPI_CFLAGS)
+CFLAGS  += $(CFLAGS_BASE) $(CPPFLAGS) $(DEFS) $(MPI_CFLAGS)
 LIBS     = -lopenblas $(MPI_LIBS) -lpthread -ldl -lm
 
 ENGINE_SRC := $(sort $(wildcard src/*.c))
@@ -64,7 +68,7 @@ ifeq ($(CUDA),1)
 TARGETS += $(CUDA_SO)
 endif
 
-.PHONY: all deps test run asan tsan install env clean bench check-cuda cuda-emu
+.PHONY: all deps test run asan tsan install uninstall env clean bench check-cuda cuda-emu
 all: $(TARGETS)
 
 # ------------------------------------------------------------------ engine and binding
@@ -92,20 +96,21 @@ $(LIB_A): $(ALL_OBJ)
 	ar rcs $@ $^
 
 $(LIB_SO): $(ALL_OBJ)
-	$(CC) -shared $(SAN) -o $@ $^ $(LUA_LIBS) $(LIBS) -Wl,-soname,libdplua.so
+	$(CC) -shared $(SAN) $(LDFLAGS) -o $@ $^ $(LUA_LIBS) $(LIBS) -Wl,-soname,libdplua.so.$(SOMAJOR)
+	ln -sf libdplua.so $(BUILD)/libdplua.so.$(SOMAJOR)
 
 # The module stock lua5.4 loads: the same objects, Lua's symbols left to the interpreter.
 $(LUAMOD): $(ALL_OBJ)
 	@mkdir -p $(BUILD)/lua/torch
-	$(CC) -shared $(SAN) -o $@ $^ $(LIBS)
+	$(CC) -shared $(SAN) $(LDFLAGS) -o $@ $^ $(LIBS)
 	$(call link_modules,$(BUILD)/lua)
 
 $(BIN): $(INTERP_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_A)
-	$(CC) $(SAN) -o $@ $(filter %.o,$^) $(LIB_A) $(LUA_LIBS) -lreadline $(LIBS) -Wl,-E
+	$(CC) $(SAN) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(LUA_LIBS) -lreadline $(LIBS) -Wl,-E
 
 $(BUILD)/examples/embed/%: examples/embed/%.c lua/dplua.h $(LIB_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LUA_CFLAGS) -Ilua -o $@ $< $(LIB_A) $(LUA_LIBS) $(LIBS)
+	$(CC) $(CFLAGS) $(LUA_CFLAGS) $(LDFLAGS) -Ilua -o $@ $< $(LIB_A) $(LUA_LIBS) $(LIBS)
 
 $(BUILD)/dplua.pc: tools/dplua.pc.in
 	@mkdir -p $(BUILD)
@@ -121,7 +126,7 @@ define link_modules
 endef
 
 # $(call write_pc,FILE): dplua.pc for pkg-config, for the libraries under $(PREFIX)
-write_pc = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBS@|$(LIBS)|g' tools/dplua.pc.in > $(1)
+write_pc = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBS@|$(LIBS)|g' -e 's|@VERSION@|$(VERSION)|g' tools/dplua.pc.in > $(1)
 
 # ------------------------------------------------------------------ CUDA backend (run-time loaded)
 NVCCFLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC -gencode arch=compute_90,code=sm_90 \
@@ -201,12 +206,24 @@ install: all
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/lib/lua/5.4/torch $(DESTDIR)$(PREFIX)/share/lua/5.4
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/dplua
 	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libdplua.so.$(VERSION)
+	ln -sf libdplua.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libdplua.so.$(SOMAJOR)
+	ln -sf libdplua.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/libdplua.so
 	$(if $(filter 1,$(CUDA)),install -m 755 $(CUDA_SO) $(DESTDIR)$(PREFIX)/lib/)
 	install -m 644 lua/dplua.h $(DESTDIR)$(PREFIX)/include/
 	$(call write_pc,$(DESTDIR)$(PREFIX)/lib/pkgconfig/dplua.pc)
 	install -m 755 $(LUAMOD) $(DESTDIR)$(PREFIX)/lib/lua/5.4/torch.so
 	$(call link_modules,$(DESTDIR)$(PREFIX)/lib/lua/5.4)
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/dplua $(DESTDIR)$(PREFIX)/include/dplua.h \
+	  $(DESTDIR)$(PREFIX)/lib/libdplua.a $(DESTDIR)$(PREFIX)/lib/libdplua.so \
+	  $(DESTDIR)$(PREFIX)/lib/libdplua.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/libdplua.so.$(VERSION) \
+	  $(DESTDIR)$(PREFIX)/lib/libdplua_cuda.so $(DESTDIR)$(PREFIX)/lib/pkgconfig/dplua.pc \
+	  $(DESTDIR)$(PREFIX)/lib/lua/5.4/torch.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/nn.so \
+	  $(DESTDIR)$(PREFIX)/lib/lua/5.4/optim.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/torch/data.so \
+	  $(DESTDIR)$(PREFIX)/lib/lua/5.4/torch/distributed.so
+	-rmdir $(DESTDIR)$(PREFIX)/lib/lua/5.4/torch 2>/dev/null
 
 # every build folder: build/, build-asan/, build-emu/, any BUILD= or EMU= given, and the
 # build-*/ folders of spec/gpu/bundle and bench (BUILD=build-bench)

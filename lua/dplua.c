@@ -56,26 +56,32 @@ static int report(lua_State *L, int status) {
     return status;
 }
 
+static void print_help(FILE *out) {
+    fprintf(out,
+            "usage: %s [options] [script [args]]\n"
+            "Available options are:\n"
+            "  -e stat         execute string 'stat'\n"
+            "  -i              enter interactive mode after executing 'script'\n"
+            "  -l mod          require library 'mod' into global 'mod'\n"
+            "  -l g=mod        require library 'mod' into global 'g'\n"
+            "  -v, --version   show version information and the backends built in\n"
+            "  -h, --help      show this help\n"
+            "  -E              ignore environment variables\n"
+            "  -W              turn warnings on\n"
+            "  --              stop handling options\n"
+            "  -               stop handling options and execute stdin\n"
+            "With no script and no -e, a terminal gets the REPL (torch, nn and optim loaded).\n",
+            progname);
+    fflush(out);
+}
+
 static void print_usage(const char *badoption) {
     fprintf(stderr, "%s: ", progname);
     if (badoption[1] == 'e' || badoption[1] == 'l')
         fprintf(stderr, "'%s' needs argument\n", badoption);
     else
         fprintf(stderr, "unrecognized option '%s'\n", badoption);
-    fprintf(stderr,
-            "usage: %s [options] [script [args]]\n"
-            "Available options are:\n"
-            "  -e stat   execute string 'stat'\n"
-            "  -i        enter interactive mode after executing 'script'\n"
-            "  -l mod    require library 'mod' into global 'mod'\n"
-            "  -l g=mod  require library 'mod' into global 'g'\n"
-            "  -v        show version information and the backends built in\n"
-            "  -E        ignore environment variables\n"
-            "  -W        turn warnings on\n"
-            "  --        stop handling options\n"
-            "  -         stop handling options and execute stdin\n",
-            progname);
-    fflush(stderr);
+    print_help(stderr);
 }
 
 static void print_version(FILE *out) {
@@ -198,6 +204,7 @@ static int handle_script(lua_State *L, char **argv) {
 #define has_v     4   /* -v */
 #define has_e     8   /* -e */
 #define has_E     16  /* -E */
+#define has_h     32  /* -h, --help */
 
 /* Scans the options.  *first is the index of the script (0 when there is none) or, on a
  * bad option, of that option. */
@@ -210,7 +217,9 @@ static int collectargs(char **argv, int *first) {
         *first = i;
         if (argv[i][0] != '-') return args;   /* the script */
         switch (argv[i][1]) {
-        case '-':   /* "--" */
+        case '-':   /* "--", or a long option */
+            if (strcmp(argv[i], "--version") == 0) { args |= has_v; break; }
+            if (strcmp(argv[i], "--help") == 0) { args |= has_h; break; }
             if (argv[i][2] != '\0') return has_error;
             *first = argv[i + 1] != NULL ? i + 1 : 0;
             return args;
@@ -219,6 +228,10 @@ static int collectargs(char **argv, int *first) {
         case 'E':
             if (argv[i][2] != '\0') return has_error;
             args |= has_E;
+            break;
+        case 'h':
+            if (argv[i][2] != '\0') return has_error;
+            args |= has_h;
             break;
         case 'W':
             if (argv[i][2] != '\0') return has_error;
@@ -627,6 +640,11 @@ static int pmain(lua_State *L) {
     if (args == has_error) {
         print_usage(argv[script]);
         return 0;
+    }
+    if (args & has_h) {
+        print_help(stdout);
+        lua_pushboolean(L, 1);
+        return 1;
     }
     if (args & has_v)   /* with -i on a pipe the banner stays off stdout, as the prompts do */
         print_version((args & has_i) && !isatty(STDIN_FILENO) ? stderr : stdout);

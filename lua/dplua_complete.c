@@ -54,7 +54,8 @@ static void add_keys(lua_State *L, int idx, const char *prefix, int methods_only
 
 /* Adds the names reachable through the metatable of the value at idx: an __index table
  * (followed up its own chain, as class hierarchies are), the metatable's __methods table,
- * and, when __index is a function, the tables it keeps as upvalues. */
+ * and, when __index is a function, the tables it keeps as upvalues and the metatable itself
+ * with its own chain. */
 static void add_meta_keys(lua_State *L, int idx, const char *prefix, int methods_only, int set_idx) {
     lua_pushvalue(L, idx);
     for (int depth = 0; depth < 16; depth++) {
@@ -73,7 +74,10 @@ static void add_meta_keys(lua_State *L, int idx, const char *prefix, int methods
                 lua_pop(L, 1);
             }
             lua_pop(L, 1);
-            break;
+            /* a class whose instances go through an __index function (nn.Module) keeps its
+             * methods in itself and its parents: go on up the metatable's own chain */
+            add_keys(L, -1, prefix, methods_only, set_idx);
+            continue;
         }
         if (t != LUA_TTABLE) { lua_pop(L, 1); break; }
         add_keys(L, -1, prefix, methods_only, set_idx);

@@ -8,6 +8,10 @@
 
 #include "l_tensor.h"
 
+#ifndef DPLUA_VERSION
+#define DPLUA_VERSION "unknown"
+#endif
+
 /* ------------------------------------------------------------------ creation options */
 
 typedef struct {
@@ -697,5 +701,7 @@ int dplua_open_core(lua_State *L)
     lua_setfield(L, -2, "cpu");
     lua_getfield(L, LUA_REGISTRYINDEX, DPLUA_HOOKS);
     lua_setfield(L, -2, "_hooks");
+    lua_pushliteral(L, DPLUA_VERSION);   /* set by the Makefile's VERSION */
+    lua_setfield(L, -2, "__version__");
     return 1;
 }

@@ -20,6 +20,7 @@ for k, v in pairs(C) do
   if not INTERNAL[k] and not k:match('^_') then torch[k] = v end
 end
 torch._C = C
+torch.__version__ = C.__version__
 torch.Size = Size
 
 C._hooks.Size = Size
