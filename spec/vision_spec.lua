@@ -351,6 +351,22 @@ describe('batch norm matches PyTorch 1.13', function()
     assert.are.equal(1, other[2].num_batches_tracked:item())
   end)
 
+  it('register_buffer(name, t, false) keeps a buffer out of state_dict only', function()
+    local m = nn.Linear(2, 2)
+    m:register_buffer('scratch', torch.zeros(2), false)
+    m:register_buffer('kept', torch.ones(2))
+    local keys = {}
+    for k in pairs(m:state_dict()) do keys[#keys + 1] = k end
+    table.sort(keys)
+    assert.are.same({ 'bias', 'kept', 'weight' }, keys)
+    assert.are.equal(2, #m:buffers())
+    m:double()
+    assert.are.equal('float64', m.scratch.dtype)
+    m:load_state_dict(m:state_dict())   -- strict: the transient buffer is not missing
+    m:register_buffer('scratch', torch.zeros(2))   -- registered again: persistent
+    assert.is_not_nil(m:state_dict().scratch)
+  end)
+
   it('rejects bad inputs', function()
     check.expect_error(function() nn.BatchNorm2d(3)(torch.zeros(2, 3, 4)) end, 'BatchNorm2d', '4D', '[2, 3, 4]')
     check.expect_error(function() nn.BatchNorm1d(3)(torch.zeros(1, 3)) end, 'more than 1 value per channel')
