@@ -5,4 +5,5 @@ local pool_class = require 'nn._pool'
 
 return pool_class('AvgPool2d', F.avg_pool2d, { stride = false, padding = 0, ceil_mode = false, count_include_pad = true,
     divisor_override = false },
-  { 'stride', 'padding', 'ceil_mode', 'count_include_pad', 'divisor_override' })
+  { 'stride', 'padding', 'ceil_mode', 'count_include_pad', 'divisor_override' },
+  { 'stride', 'padding' })

@@ -1,9 +1,10 @@
 -- The pooling layers' shared class builder: nn.NAME(kernel_size [, stride | opts]) whose
--- forward calls fn(x, kernel_size, opts) with the layer's settings.
+-- forward calls fn(x, kernel_size, opts) with the layer's settings (fields); printed with
+-- the fields of `shown`, as PyTorch prints the layer.
 local torch = require 'torch'
 local utils = require 'nn.utils'
 
-return function(name, fn, defaults, fields)
+return function(name, fn, defaults, fields, shown)
   local cls, parent = torch.class('nn.' .. name, 'nn.Module')
   function cls:__init(kernel_size, opts)
     parent.__init(self)
@@ -31,7 +32,7 @@ return function(name, fn, defaults, fields)
   end
   function cls:extra_repr()
     local parts = { 'kernel_size=' .. show(self.kernel_size) }
-    for _, f in ipairs(fields) do parts[#parts + 1] = f .. '=' .. show(self[f]) end
+    for _, f in ipairs(shown) do parts[#parts + 1] = f .. '=' .. show(self[f]) end
     return table.concat(parts, ', ')
   end
   return cls
