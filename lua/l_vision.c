@@ -1,6 +1,8 @@
-/* l_vision.c: the binding of the vision layers' engine calls (torch._C.pool2d).  nn's
+/* l_vision.c: the binding of the vision layers' engine calls (torch._C.pool2d and the
+ * differentiable torch._C.all_reduce_sum of nn.SyncBatchNorm).  nn's
  * functional.lua checks and normalises the arguments; this file only converts them. */
 #include "l_tensor.h"
+#include "../src/dist.h"
 
 /* pool2d(x, kind, adaptive, kh, kw, sh, sw, ph, pw, dh, dw, ceil_mode, count_include_pad,
  * divisor_override, return_indices): kind is 'max' or 'avg'; when adaptive, (kh, kw) is the
@@ -33,4 +35,14 @@ static int c_pool2d(lua_State *L)
     return 2;
 }
 
-const luaL_Reg lt_vision_functions[] = { { "pool2d", c_pool2d }, { NULL, NULL } };
+/* all_reduce_sum(t): t summed over the ranks, differentiable (nn.SyncBatchNorm) */
+static int c_all_reduce_sum(lua_State *L)
+{
+    dp_tensor *t = lt_check(L, 1);
+    dp_tensor **slot = lt_newslot(L);
+    return lt_done(L, *slot = dp_dist_all_reduce_sum_autograd(t));
+}
+
+const luaL_Reg lt_vision_functions[] = {
+    { "pool2d", c_pool2d }, { "all_reduce_sum", c_all_reduce_sum }, { NULL, NULL }
+};

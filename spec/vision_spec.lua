@@ -368,6 +368,24 @@ describe('batch norm matches PyTorch 1.13', function()
     assert.is_not_nil(m:state_dict().scratch)
   end)
 
+  it('nn.SyncBatchNorm without a process group is batch norm; convert_sync_batchnorm swaps the layers', function()
+    local run = fx.batchnorm[1]
+    local m = nn.SyncBatchNorm(3):double()
+    torch.no_grad(function() m.weight:copy_(T(run.init.weight)); m.bias:copy_(T(run.init.bias)) end)
+    for s, step in ipairs(run.steps) do
+      assert_close(m(T(step.input)), step.out, 'SyncBatchNorm step ' .. s, 1e-9)
+    end
+    assert_close(m.running_var, run.steps[3].running_var, 'SyncBatchNorm running_var', 1e-12)
+    local net = nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3), nn.Sequential(nn.BatchNorm2d(3)))
+    local w = net[2].weight
+    local conv = nn.SyncBatchNorm.convert_sync_batchnorm(net)
+    assert.is_true(rawequal(conv, net))
+    assert.are.equal('nn.SyncBatchNorm', torch.typename(net[2]))
+    assert.are.equal('nn.SyncBatchNorm', torch.typename(net[3][1]))
+    assert.is_true(rawequal(w, net[2].weight))
+    assert.are.equal('nn.Linear', torch.typename(net[1]))
+  end)
+
   it('rejects bad inputs', function()
     check.expect_error(function() nn.BatchNorm2d(3)(torch.zeros(2, 3, 4)) end, 'BatchNorm2d', '4D', '[2, 3, 4]')
     check.expect_error(function() nn.BatchNorm1d(3)(torch.zeros(1, 3)) end, 'more than 1 value per channel')
