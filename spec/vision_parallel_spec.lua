@@ -47,15 +47,23 @@ local function net(seed)
   return m:double()
 end
 
+-- device_ids for the first check: two CPU devices, and two CUDA devices where there are
+-- (the emulation's DPLUA_EMU_GPUS=2)
+local device_sets = { { 'cpu:0', 'cpu:1' } }
+if torch.cuda.is_available() and torch.cuda.device_count() >= 2 then device_sets[2] = { 'cuda:0', 'cuda:1' } end
+
 describe('buffers under nn.DataParallel', function()
-  it('each forward starts every replica from device_ids[1]\'s buffers and keeps only its updates', function()
+  for _, devices in ipairs(device_sets) do
+  it('each forward starts every replica from device_ids[1]\'s buffers and keeps only its updates, on '
+     .. table.concat(devices, ' and '), function()
     local model, ref = net(5), net(5)
-    local dp = nn.DataParallel(model, { device_ids = { 'cpu:0', 'cpu:1' } })
+    model:to(devices[1])
+    local dp = nn.DataParallel(model, { device_ids = devices })
     torch.manual_seed(9)
     local batches = { torch.randn(8, 4, { dtype = 'float64' }), torch.randn(8, 4, { dtype = 'float64' }),
                       torch.randn(8, 4, { dtype = 'float64' }) }
     for step, x in ipairs(batches) do
-      local y = dp(x)
+      local y = dp(x:to(devices[1]))
       -- the reference: device_ids[1]'s half updates the buffers; the other half is
       -- normalised by its own batch statistics from a copy of the same buffers
       local copy = net(5)
@@ -65,13 +73,14 @@ describe('buffers under nn.DataParallel', function()
       close(model[2].running_mean, ref[2].running_mean, 'running_mean after step ' .. step)
       close(model[2].running_var, ref[2].running_var, 'running_var after step ' .. step)
       assert.are.equal(step, model[2].num_batches_tracked:item())
-      assert.are.equal(tostring(torch.device('cpu:0')), tostring(model[2].running_mean.device))
+      assert.are.equal(tostring(torch.device(devices[1])), tostring(model[2].running_mean.device))
     end
     -- the second half's statistics never reached the module
     local other = net(5)
     other(batches[1]:narrow(1, 5, 4))
     assert.is_false(torch.allclose(other[2].running_mean, model[2].running_mean:to('cpu:0'), 1e-6, 1e-6))
   end)
+  end
 
   it('gradients through batch norm on two devices equal the reference\'s', function()
     local model, ref = net(6), net(6)
