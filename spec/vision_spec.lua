@@ -173,6 +173,8 @@ describe('pooling matches PyTorch 1.13', function()
     check.expect_error(function() F.adaptive_avg_pool2d(x, 0) end, 'output_size')
     check.expect_error(function() F.max_pool1d(x, 2) end, 'max_pool1d', '2-D or 3-D')
     check.expect_error(function() F.max_pool2d(torch.zeros(1, 1, 0, 4), 2) end, 'non-zero height and width')
+    check.expect_error(function() F.max_pool2d(x, 2, { dilation = 1 << 40 }) end, 'dilation', 'too large')
+    check.expect_error(function() torch._C.pool2d(x, 'max', false, 2, 2, 1, 1, -1, 0, 1, 1) end, 'padding', 'non-negative')
   end)
 end)
 

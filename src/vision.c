@@ -1,6 +1,7 @@
 /* vision.c: 2-D pooling (max, average, adaptive) with its backward.  The shape rules and
  * the messages are PyTorch 1.13's; the kernels are the backends' pool2d slots, which see the
  * input as contiguous planes [N*C, H, W]. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,12 +114,17 @@ static int pool_params(dp_tensor *x, const dp_pool2d_opts *o, dp_pool2d_params *
         p->ow = o->output_size[1];
         return 0;
     }
-    const char *names[3] = { "kernel_size", "stride", "dilation" };
-    const int64_t *vals[3] = { o->kernel, o->stride, o->dilation };
-    for (int i = 0; i < 3; i++) {
-        if (vals[i][0] < 1 || vals[i][1] < 1) {
-            dp_error("%s: %s must be greater than zero, got (%lld, %lld)", who, names[i],
+    const char *names[4] = { "kernel_size", "stride", "dilation", "padding" };
+    const int64_t *vals[4] = { o->kernel, o->stride, o->dilation, o->padding };
+    for (int i = 0; i < 4; i++) {
+        if (vals[i][0] < (i < 3) || vals[i][1] < (i < 3)) {
+            dp_error("%s: %s must be %s, got (%lld, %lld)", who, names[i], i < 3 ? "greater than zero" : "non-negative",
                      (long long)vals[i][0], (long long)vals[i][1]);
+            return -1;
+        }
+        /* far beyond any input, and small enough that the output size cannot overflow */
+        if (vals[i][0] > INT32_MAX || vals[i][1] > INT32_MAX) {
+            dp_error("%s: %s (%lld, %lld) is too large", who, names[i], (long long)vals[i][0], (long long)vals[i][1]);
             return -1;
         }
     }
