@@ -44,7 +44,7 @@ end
 local function net(seed)
   torch.manual_seed(seed)
   local m = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6, { momentum = 0.25 }))
-  return m:double()
+  return m:double():to('cpu:0')   -- whatever the default device of the run
 end
 
 -- device_ids for the first check: two CPU devices, and two CUDA devices where there are
@@ -60,8 +60,8 @@ describe('buffers under nn.DataParallel', function()
     model:to(devices[1])
     local dp = nn.DataParallel(model, { device_ids = devices })
     torch.manual_seed(9)
-    local batches = { torch.randn(8, 4, { dtype = 'float64' }), torch.randn(8, 4, { dtype = 'float64' }),
-                      torch.randn(8, 4, { dtype = 'float64' }) }
+    local batches = { torch.randn(8, 4, { dtype = 'float64', device = 'cpu:0' }), torch.randn(8, 4, { dtype = 'float64', device = 'cpu:0' }),
+                      torch.randn(8, 4, { dtype = 'float64', device = 'cpu:0' }) }
     for step, x in ipairs(batches) do
       local y = dp(x:to(devices[1]))
       -- the reference: device_ids[1]'s half updates the buffers; the other half is
@@ -86,7 +86,7 @@ describe('buffers under nn.DataParallel', function()
     local model, ref = net(6), net(6)
     local dp = nn.DataParallel(model, { device_ids = { 'cpu:0', 'cpu:1' } })
     torch.manual_seed(10)
-    local x = torch.randn(8, 4, { dtype = 'float64' })
+    local x = torch.randn(8, 4, { dtype = 'float64', device = 'cpu:0' })
     dp(x):pow(2):sum():backward()
     local copy = net(6)
     local y = torch.cat({ ref(x:narrow(1, 1, 4)), copy(x:narrow(1, 5, 4)) }, 1)
@@ -99,9 +99,9 @@ describe('buffers under nn.DataParallel', function()
     local model = net(7)
     local dp = nn.DataParallel(model, { device_ids = { 'cpu:0', 'cpu:1' } })
     torch.manual_seed(11)
-    for _ = 1, 3 do dp(torch.randn(8, 4, { dtype = 'float64' }) * 3 + 1) end
+    for _ = 1, 3 do dp(torch.randn(8, 4, { dtype = 'float64', device = 'cpu:0' }) * 3 + 1) end
     dp:eval()
-    local x = torch.randn(8, 4, { dtype = 'float64' })
+    local x = torch.randn(8, 4, { dtype = 'float64', device = 'cpu:0' })
     close(dp(x), model(x), 'eval output')
     assert.are.equal(3, model[2].num_batches_tracked:item())
   end)
