@@ -88,6 +88,12 @@ DP_CUDA_INTERNAL int dp_cuda_sgd_step(int dtype, int64_t n, void *param, const v
 DP_CUDA_INTERNAL int dp_cuda_adam_step(int dtype, int64_t n, void *param, const void *grad, void *m, void *v,
                                        const dp_adam_opts *o);
 
+/* ---- vision.cu */
+DP_CUDA_INTERNAL int dp_cuda_pool2d(const dp_pool2d_params *p, int dtype, dp_device dev, void *out, int64_t *idx,
+                                    const void *in);
+DP_CUDA_INTERNAL int dp_cuda_pool2d_backward(const dp_pool2d_params *p, int dtype, dp_device dev, void *grad_in,
+                                             const void *grad_out, const int64_t *idx);
+
 #ifdef __cplusplus
 }
 #endif

@@ -23,6 +23,19 @@ typedef struct {
 
 typedef enum { DP_RNG_UNIFORM = 0, DP_RNG_NORMAL, DP_RNG_RANDINT, DP_RNG_BERNOULLI_MASK } dp_rng_dist;
 
+/* vision: one 2-D pooling over contiguous [planes, ih, iw] -> [planes, oh, ow]; the windows
+ * are vision_window.h's (max: kernel, stride, padding, dilation; avg: no dilation;
+ * adaptive: from the sizes alone) */
+typedef enum { DP_POOL_MAX = 0, DP_POOL_AVG } dp_pool_kind;
+typedef struct {
+    int kind;                   /* dp_pool_kind */
+    bool adaptive;
+    bool count_include_pad;     /* avg */
+    int64_t divisor;            /* avg: divisor_override, 0 when absent */
+    int64_t planes, ih, iw, oh, ow;
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+} dp_pool2d_params;
+
 typedef struct dp_backend {
     const char *name;
 
@@ -88,6 +101,14 @@ typedef struct dp_backend {
     size_t (*max_memory_allocated)(int index);
     void (*empty_cache)(void);
     void (*set_tf32)(bool allow);
+
+    /* vision (pooling): out [planes, oh, ow] from in [planes, ih, iw], all contiguous of
+     * dtype; max pooling writes the 0-based flat index (h * iw + w) of each maximum into
+     * idx (int64, same shape as out).  The backward adds grad_out into grad_in (zeroed by
+     * the caller): max through idx, avg spread over each window. */
+    int (*pool2d)(const dp_pool2d_params *p, int dtype, dp_device dev, void *out, int64_t *idx, const void *in);
+    int (*pool2d_backward)(const dp_pool2d_params *p, int dtype, dp_device dev, void *grad_in,
+                           const void *grad_out, const int64_t *idx);
 } dp_backend;
 
 /* The backend registry (registry.c): the backend serving a device, or NULL with dp_error()

@@ -482,4 +482,7 @@ const dp_backend dp_cpu_backend = {
     .sgd_step = cpu_sgd_step,
     .adam_step = cpu_adam_step,
     .empty_cache = cpu_empty_cache,
+    /* vision */
+    .pool2d = dp_cpu_pool2d,
+    .pool2d_backward = dp_cpu_pool2d_backward,
 };

@@ -105,4 +105,9 @@ int cpu_binary_scalar(dp_binary_op op, const dp_view *out, const dp_view *a, dou
 int cpu_where(const dp_view *out, const dp_view *cond, const dp_view *a, const dp_view *b);
 int cpu_reduce(dp_reduce_op op, const dp_view *out, const dp_view *idx, const dp_view *in, int dim);
 
+/* vision (cpu_vision.c): the pooling kernels of the dp_backend table */
+int dp_cpu_pool2d(const dp_pool2d_params *p, int dtype, dp_device dev, void *out, int64_t *idx, const void *in);
+int dp_cpu_pool2d_backward(const dp_pool2d_params *p, int dtype, dp_device dev, void *grad_in, const void *grad_out,
+                           const int64_t *idx);
+
 #endif

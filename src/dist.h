@@ -42,6 +42,9 @@ int dp_dist_broadcast(dp_tensor *t, int src);
 /* outs: world_size tensors shaped like t; outs[r] receives rank r's t. */
 int dp_dist_all_gather(dp_tensor *const *outs, int n_outs, dp_tensor *t);
 int dp_dist_barrier(void);
+/* A new tensor holding the sum of t over the ranks, differentiable: its backward sums the
+ * gradient over the ranks (vision_dist.c; nn.SyncBatchNorm's statistics). */
+dp_tensor *dp_dist_all_reduce_sum_autograd(dp_tensor *t);
 /* Gathers a byte string from every rank: *out (malloc'd, caller frees) holds them one after
  * another, lens[r] (world_size entries, caller-provided) their lengths. */
 int dp_dist_all_gather_bytes(const void *data, size_t n, char **out, size_t *lens);

@@ -296,6 +296,19 @@ dp_tensor *dp_nll_loss(dp_tensor *input, dp_tensor *target, dp_reduction red);
 dp_tensor *dp_cross_entropy(dp_tensor *input, dp_tensor *target, dp_reduction red);
 dp_tensor *dp_dropout(dp_tensor *x, double p, bool training);
 
+/* ---- vision: 2-D pooling of [C, H, W] or [N, C, H, W] (vision.c).  Sizes are {h, w}.
+ * Max pooling with indices returns in *indices the 0-based flat index h * W + w of each
+ * maximum within its plane (int64, the output's shape). */
+typedef struct {
+    int kind;                     /* DP_POOL_MAX (0) or DP_POOL_AVG (1) */
+    bool adaptive;                /* output_size gives the windows; the rest is ignored */
+    int64_t output_size[2];
+    int64_t kernel[2], stride[2], padding[2], dilation[2];
+    bool ceil_mode, count_include_pad;
+    int64_t divisor_override;     /* 0: none */
+} dp_pool2d_opts;
+dp_tensor *dp_pool2d(dp_tensor *x, const dp_pool2d_opts *o, dp_tensor **indices);
+
 /* ---- optimizer updates (in place, one call per parameter; PyTorch's update rules) */
 typedef struct {
     double lr, momentum, dampening, weight_decay;

@@ -129,12 +129,6 @@ end
 
 -- Replicate ----------------------------------------------------------------------------
 
--- The module's parameters and buffers, each once, in a fixed order.
-local function own_tensors(module)
-  local list = module:parameters()
-  for _, b in ipairs(module:buffers()) do list[#list + 1] = b end
-  return list
-end
 
 -- The copies of `tensors` on every device, linked to them by autograd.  The memory of the
 -- previous forward's copies is reused; only tensors whose storage changed are copied.
@@ -189,19 +183,31 @@ local function replicate_tree(m, swap, memo)
   return setmetatable(r, getmetatable(m))
 end
 
+-- Fresh copies of the buffers on every device, outside autograd, as PyTorch's replicate
+-- makes them at each forward: a replica's in-place update (batch norm's running
+-- statistics) then touches only its own copy, never memory shared with the parameter
+-- copies that autograd saved, and only device_ids[1]'s module keeps its updates.
+function DataParallel:_broadcast_buffers(buffers)
+  local copies
+  torch.no_grad(function() copies = P.broadcast_coalesced(buffers, self.device_ids) end)
+  return copies
+end
+
 -- One module per used device: the module itself on device_ids[1], replicas elsewhere.
 function DataParallel:_replicate(count)
-  local tensors = own_tensors(self.module)
-  if #tensors == 0 or count == 1 then
+  local params, buffers = self.module:parameters(), self.module:buffers()
+  if (#params == 0 and #buffers == 0) or count == 1 then
     local same = {}
     for r = 1, count do same[r] = self.module end
     return same
   end
-  local copies = self:_broadcast(tensors)
+  local pcopies = #params > 0 and self:_broadcast(params) or nil
+  local bcopies = #buffers > 0 and self:_broadcast_buffers(buffers) or nil
   local replicas = { self.module }
   for r = 2, count do
     local swap = {}
-    for i, t in ipairs(tensors) do swap[t] = copies[r][i] end
+    for i, t in ipairs(params) do swap[t] = pcopies[r][i] end
+    for i, t in ipairs(buffers) do swap[t] = bcopies[r][i] end
     replicas[r] = replicate_tree(self.module, swap, {})
   end
   return replicas

@@ -6,6 +6,7 @@
 -- again to a registered name keeps its place.  Internals, kept out of the way with rawset:
 --   self._order  registered names in order (numbers for Sequential's children)
 --   self._kind   name -> 'parameter' | 'buffer' | 'module'
+--   self._non_persistent  names of buffers kept out of state_dict (absent when none)
 local torch = require 'torch'
 local Parameter = require 'nn.Parameter'
 local utils = require 'nn.utils'
@@ -80,7 +81,17 @@ local function register_tensor(self, who, kind, name, t)
 end
 
 function Module:register_parameter(name, t) register_tensor(self, 'register_parameter', 'parameter', name, t) end
-function Module:register_buffer(name, t) register_tensor(self, 'register_buffer', 'buffer', name, t) end
+-- persistent = false keeps the buffer out of state_dict (and load_state_dict), as PyTorch's.
+function Module:register_buffer(name, t, persistent)
+  register_tensor(self, 'register_buffer', 'buffer', name, t)
+  local transient = rawget(self, '_non_persistent')
+  if persistent == false then
+    if not transient then transient = {}; rawset(self, '_non_persistent', transient) end
+    transient[name] = true
+  elseif transient then
+    transient[name] = nil
+  end
+end
 
 function Module:add_module(name, m)
   if not is_module(m) then
@@ -132,13 +143,15 @@ local function collect_modules(m, prefix, out, seen)
   end
 end
 
--- Own tensors of `kind` of every module, each tensor once, PyTorch's order.
-local function collect_tensors(self, kind, prefix)
+-- Own tensors of `kind` of every module, each tensor once, PyTorch's order; with
+-- persistent_only, buffers registered with persistent = false are left out.
+local function collect_tensors(self, kind, prefix, persistent_only)
   local mods, out, seen = {}, {}, {}
   collect_modules(self, prefix or '', mods, {})
   for _, me in ipairs(mods) do
+    local transient = persistent_only and rawget(me[2], '_non_persistent') or {}
     for _, e in ipairs(entries(me[2], kind)) do
-      if not seen[e[2]] then
+      if not seen[e[2]] and not transient[e[1]] then
         seen[e[2]] = true
         out[#out + 1] = { me[1] == '' and e[1] or me[1] .. '.' .. e[1], e[2] }
       end
@@ -291,7 +304,7 @@ function Module:state_dict(opts)
   local o = utils.options('state_dict', opts, { to_pytorch = false })
   local sd = {}
   for name, p in self:named_parameters() do sd[name] = p:detach() end
-  for name, b in self:named_buffers() do sd[name] = b:detach() end
+  for _, e in ipairs(collect_tensors(self, 'buffer', nil, true)) do sd[e[1]] = e[2]:detach() end
   return o.to_pytorch and shift_keys(sd, -1) or sd
 end
 
@@ -312,7 +325,7 @@ function Module:load_state_dict(sd, opts)
   if o.from_pytorch then sd = shift_keys(sd, 1) end
   local own, names = {}, {}
   for name, t in self:named_parameters() do own[name] = t; names[#names + 1] = name end
-  for name, t in self:named_buffers() do own[name] = t; names[#names + 1] = name end
+  for _, e in ipairs(collect_tensors(self, 'buffer', nil, true)) do own[e[1]] = e[2]; names[#names + 1] = e[1] end
   local missing, unexpected, problems = {}, {}, {}
   for _, name in ipairs(names) do
     if sd[name] == nil then missing[#missing + 1] = name end

@@ -82,4 +82,7 @@ function F.nll_loss(input, target, opts)
   return C.nll_loss(input, target, reduction('nll_loss', opts))
 end
 
+-- pooling, batch_norm, dropout2d, pad, interpolate
+require('nn.functional_vision')(F)
+
 return F

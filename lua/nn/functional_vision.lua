@@ -1,0 +1,380 @@
+-- The vision functions of nn.functional: pooling (one engine call each), batch_norm,
+-- dropout2d, pad and interpolate (compositions of the engine's ops, so autograd
+-- differentiates them on every device).  PyTorch 1.13's results; sizes and pads given as
+-- PyTorch gives them, dims 1-based as everywhere.
+local torch = require 'torch'
+local C = require 'torch._C'
+local utils = require 'nn.utils'
+local NONE = require('torch.options').none
+
+local check = utils.check_tensor
+
+return function(F)
+
+-- n or {h, w} -> h, w (positive integers unless allow_zero)
+local function pair(who, what, v, n, allow_zero)
+  n = n or 2
+  local out = {}
+  if math.type(v) == 'integer' then
+    for i = 1, n do out[i] = v end
+  elseif type(v) == 'table' and getmetatable(v) == nil and #v == n then
+    for i = 1, n do out[i] = v[i] end
+  else
+    utils.error(('%s: %s must be an integer or a table of %d integers, got %s')
+      :format(who, what, n, type(v) == 'table' and ('a table of %d'):format(#v) or tostring(v)))
+  end
+  for i = 1, n do
+    if math.type(out[i]) ~= 'integer' or out[i] < (allow_zero and 0 or 1) then
+      utils.error(('%s: %s must hold %s integers, got %s'):format(who, what,
+        allow_zero and 'non-negative' or 'positive', tostring(out[i])))
+    end
+  end
+  return table.unpack(out)
+end
+F._pair = pair
+
+-- The options of a pooling call: the third argument is either the stride (a number or a
+-- pair, as PyTorch's positional form) or the options table.
+local function pool_opts(who, a, defaults)
+  if a ~= nil and (math.type(a) == 'integer' or (type(a) == 'table' and a[1] ~= nil)) then
+    a = { stride = a }
+  end
+  local o = utils.options(who, a, defaults)
+  return o
+end
+
+local function check_dims(who, x, lo, hi, shape)
+  check(who, x)
+  if x:dim() < lo or x:dim() > hi then
+    utils.error(('%s: expected a %d-D or %d-D input (%s), got shape %s')
+      :format(who, lo, hi, shape, utils.shape(x)))
+  end
+end
+
+local MAX_DEFAULTS = { stride = false, padding = 0, dilation = 1, ceil_mode = false, return_indices = false }
+
+-- max_pool2d(x, kernel_size [, stride | {stride=kernel_size, padding=0, dilation=1,
+-- ceil_mode=false, return_indices=false}]): with return_indices also the indices of the
+-- maxima, counted from 1 within each plane (h-1) * W + w, PyTorch's flat index plus one.
+function F.max_pool2d(x, kernel_size, opts)
+  local who = 'max_pool2d'
+  check_dims(who, x, 3, 4, '[C, H, W] or [N, C, H, W]')
+  local o = pool_opts(who, opts, MAX_DEFAULTS)
+  local kh, kw = pair(who, 'kernel_size', kernel_size)
+  local sh, sw = kh, kw
+  if o.stride then sh, sw = pair(who, 'stride', o.stride) end
+  local ph, pw = pair(who, 'padding', o.padding, 2, true)
+  local dh, dw = pair(who, 'dilation', o.dilation)
+  return C.pool2d(x, 'max', false, kh, kw, sh, sw, ph, pw, dh, dw, o.ceil_mode, false, 0, o.return_indices)
+end
+
+-- max_pool1d(x, kernel_size [, stride | {...}]) of [C, L] or [N, C, L]; indices count
+-- positions along L from 1.
+function F.max_pool1d(x, kernel_size, opts)
+  local who = 'max_pool1d'
+  check_dims(who, x, 2, 3, '[C, L] or [N, C, L]')
+  local o = pool_opts(who, opts, MAX_DEFAULTS)
+  local k = pair(who, 'kernel_size', kernel_size, 1)
+  local s = o.stride and pair(who, 'stride', o.stride, 1) or k
+  local p = pair(who, 'padding', o.padding, 1, true)
+  local d = pair(who, 'dilation', o.dilation, 1)
+  local h = x:dim()   -- the new dim of size 1 before L
+  local y, idx = C.pool2d(x:unsqueeze(h), 'max', false, 1, k, 1, s, 0, p, 1, d, o.ceil_mode, false, 0,
+                          o.return_indices)
+  if idx then return y:squeeze(h), idx:squeeze(h) end
+  return y:squeeze(h)
+end
+
+-- avg_pool2d(x, kernel_size [, stride | {stride=kernel_size, padding=0, ceil_mode=false,
+-- count_include_pad=true, divisor_override=nil}])
+function F.avg_pool2d(x, kernel_size, opts)
+  local who = 'avg_pool2d'
+  check_dims(who, x, 3, 4, '[C, H, W] or [N, C, H, W]')
+  local o = pool_opts(who, opts, { stride = false, padding = 0, ceil_mode = false, count_include_pad = true,
+                                   divisor_override = false })
+  local kh, kw = pair(who, 'kernel_size', kernel_size)
+  local sh, sw = kh, kw
+  if o.stride then sh, sw = pair(who, 'stride', o.stride) end
+  local ph, pw = pair(who, 'padding', o.padding, 2, true)
+  local div = o.divisor_override or 0
+  if o.divisor_override and (math.type(div) ~= 'integer' or div < 1) then
+    utils.error(('%s: divisor_override must be a positive integer, got %s'):format(who, tostring(div)))
+  end
+  return C.pool2d(x, 'avg', false, kh, kw, sh, sw, ph, pw, 1, 1, o.ceil_mode, o.count_include_pad, div, false)
+end
+
+-- output_size: n, or {h, w} where false keeps the input's size (PyTorch's None)
+local function adaptive_size(who, x, size)
+  if type(size) == 'table' and #size == 2 then
+    size = { size[1] or x:size(x:dim() - 1), size[2] or x:size(x:dim()) }
+  end
+  return pair(who, 'output_size', size)
+end
+
+function F.adaptive_avg_pool2d(x, output_size)
+  local who = 'adaptive_avg_pool2d'
+  check_dims(who, x, 3, 4, '[C, H, W] or [N, C, H, W]')
+  local oh, ow = adaptive_size(who, x, output_size)
+  return C.pool2d(x, 'avg', true, oh, ow, 1, 1, 0, 0, 1, 1, false, false, 0, false)
+end
+
+-- adaptive_max_pool2d(x, output_size [, return_indices=false]): indices as max_pool2d's
+function F.adaptive_max_pool2d(x, output_size, return_indices)
+  local who = 'adaptive_max_pool2d'
+  check_dims(who, x, 3, 4, '[C, H, W] or [N, C, H, W]')
+  local oh, ow = adaptive_size(who, x, output_size)
+  return C.pool2d(x, 'max', true, oh, ow, 1, 1, 0, 0, 1, 1, false, false, 0, return_indices and true or false)
+end
+
+-- Batch normalization ------------------------------------------------------------------
+
+-- x [N, C, *] reduced over every dim but the channels, kept as [1, C, 1, ...]
+local function channel_mean(x)
+  local m = x
+  for d = 1, x:dim() do
+    if d ~= 2 then m = m:mean(d, true) end
+  end
+  return m
+end
+
+-- batch_norm(x, running_mean, running_var [, weight, bias, training=false, momentum=0.1,
+-- eps=1e-5]) or batch_norm(x, running_mean, running_var, {weight=, bias=, training=,
+-- momentum=, eps=}).  In training the batch's statistics normalise x (the variance biased)
+-- and, when given, the running statistics move toward them in place:
+-- running = (1 - momentum) * running + momentum * batch (the variance unbiased).
+function F.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps)
+  local who = 'batch_norm'
+  if type(weight) == 'table' and not torch.is_tensor(weight) then
+    local o = utils.options(who, weight, { weight = false, bias = false, training = false,
+                                           momentum = 0.1, eps = 1e-5 })
+    weight, bias, training, momentum, eps = o.weight or nil, o.bias or nil, o.training, o.momentum, o.eps
+  end
+  if training == nil then training = false end
+  if momentum == nil then momentum = 0.1 end
+  if eps == nil then eps = 1e-5 end
+  check(who, x)
+  if x:dim() < 2 then
+    utils.error(('%s: expected an input of at least 2 dimensions [N, C, ...], got shape %s'):format(who, utils.shape(x)))
+  end
+  local C_ = x:size(2)
+  local given = { running_mean = running_mean, running_var = running_var, weight = weight, bias = bias }
+  for _, what in ipairs { 'running_mean', 'running_var', 'weight', 'bias' } do
+    local t = given[what]
+    if t ~= nil then
+      check(who, t, what)
+      if t:dim() ~= 1 or t:size(1) ~= C_ then
+        utils.error(('%s: %s should contain %d elements not %d'):format(who, what, C_, t:numel()))
+      end
+    end
+  end
+  if type(momentum) ~= 'number' or type(eps) ~= 'number' then
+    utils.error(('%s: momentum and eps must be numbers, got %s and %s'):format(who, tostring(momentum), tostring(eps)))
+  end
+  local shape = { 1, C_ }
+  for _ = 3, x:dim() do shape[#shape + 1] = 1 end
+  local mean, var
+  if training then
+    local n = x:numel() // C_
+    if n <= 1 then
+      utils.error(('%s: expected more than 1 value per channel when training, got input size %s')
+        :format(who, utils.shape(x)))
+    end
+    mean = channel_mean(x)
+    local centered = x - mean
+    var = channel_mean(centered * centered)
+    if running_mean ~= nil or running_var ~= nil then
+      torch.no_grad(function()
+        if running_mean ~= nil then
+          running_mean:mul_(1 - momentum):add_(mean:detach():reshape(C_):mul(momentum))
+        end
+        if running_var ~= nil then
+          running_var:mul_(1 - momentum):add_(var:detach():reshape(C_):mul(momentum * n / (n - 1)))
+        end
+      end)
+    end
+  else
+    if running_mean == nil or running_var == nil then
+      utils.error(('%s: running_mean and running_var must be given when training is false'):format(who))
+    end
+    mean, var = running_mean:view(shape), running_var:view(shape)
+  end
+  local y = (x - mean) * (var + eps):rsqrt()
+  if weight ~= nil then y = y * weight:view(shape) end
+  if bias ~= nil then y = y + bias:view(shape) end
+  return y
+end
+
+-- Dropout2d ----------------------------------------------------------------------------
+
+-- dropout2d(x [, p=0.5, training=true]): zeroes whole channels of [N, C, H, W] (or
+-- [N, C, L]) with probability p and scales the others by 1/(1-p)
+function F.dropout2d(x, p, training)
+  local who = 'dropout2d'
+  check_dims(who, x, 3, 4, '[N, C, L] or [N, C, H, W]')
+  if p == nil then p = 0.5 end
+  if type(p) ~= 'number' or p < 0 or p > 1 then
+    utils.error(('%s: probability has to be between 0 and 1, but got %s'):format(who, tostring(p)))
+  end
+  if training == nil then training = true end
+  if not training or p == 0 then return x end
+  local shape = { x:size(1), x:size(2) }
+  for _ = 3, x:dim() do shape[#shape + 1] = 1 end
+  local mask = C.dropout(torch.ones(shape, { dtype = x.dtype, device = x.device }), p, true)
+  return x * mask
+end
+
+-- Padding ------------------------------------------------------------------------------
+
+-- The source position (0-based) of output position j (0-based, j < 0 inside the left pad)
+-- along a dim of size n
+local sources = {
+  reflect = function(j, n) if j < 0 then return -j elseif j >= n then return 2 * (n - 1) - j end return j end,
+  replicate = function(j, n) return math.min(math.max(j, 0), n - 1) end,
+  circular = function(j, n) return j % n end,
+}
+
+local function index_tensor(list, device)
+  return torch.tensor(list, { dtype = 'int64', device = device })
+end
+
+-- pad(x, pad [, mode='constant' [, value=0]]) or pad(x, pad, {mode=, value=}): pad holds
+-- (left, right) pairs from the last dim backwards, as PyTorch's; negative pads crop.
+-- Modes: 'constant', 'reflect', 'replicate', 'circular'.
+function F.pad(x, pad, mode, value)
+  local who = 'pad'
+  check(who, x)
+  if type(mode) == 'table' then
+    local o = utils.options(who, mode, { mode = 'constant', value = 0 })
+    mode, value = o.mode, o.value
+  end
+  mode = mode or 'constant'
+  value = value or 0
+  if type(pad) ~= 'table' or #pad % 2 ~= 0 or #pad // 2 > x:dim() then
+    utils.error(('%s: pad must be a table of an even number of integers, at most 2 * %d for this input, got %s')
+      :format(who, x:dim(), type(pad) == 'table' and #pad .. ' values' or tostring(pad)))
+  end
+  for i, v in ipairs(pad) do
+    if math.type(v) ~= 'integer' then utils.error(('%s: pad[%d] must be an integer, got %s'):format(who, i, tostring(v))) end
+  end
+  if mode ~= 'constant' and not sources[mode] then
+    utils.error(("%s: mode must be 'constant', 'reflect', 'replicate' or 'circular', got %s"):format(who, tostring(mode)))
+  end
+  local y = x
+  for i = 1, #pad // 2 do
+    local d, l, r = x:dim() - i + 1, pad[2 * i - 1], pad[2 * i]
+    local n = y:size(d)
+    if n + l + r < 0 or (n + l + r == 0 and mode ~= 'constant') then
+      utils.error(('%s: padding (%d, %d) of dim %d (size %d) leaves a negative or empty size')
+        :format(who, l, r, d, n))
+    end
+    if mode == 'constant' then
+      if l < 0 then y = y:narrow(d, 1 - l, y:size(d) + l); l = 0 end
+      if r < 0 then y = y:narrow(d, 1, y:size(d) + r); r = 0 end
+      local parts = {}
+      local function filler(k)
+        local s = y:size()
+        local shape = {}
+        for j = 1, #s do shape[j] = s[j] end
+        shape[d] = k
+        return torch.full(shape, value, { dtype = y.dtype, device = y.device })
+      end
+      if l > 0 then parts[#parts + 1] = filler(l) end
+      parts[#parts + 1] = y
+      if r > 0 then parts[#parts + 1] = filler(r) end
+      if #parts > 1 then y = torch.cat(parts, d) end
+    elseif l ~= 0 or r ~= 0 then
+      if mode == 'reflect' and (l >= n or r >= n) then
+        utils.error(('%s: padding size should be less than the corresponding input dimension, but got: padding (%d, %d) at dimension %d of input %s')
+          :format(who, l, r, d, utils.shape(x)))
+      end
+      if mode == 'circular' and (l > n or r > n) then
+        utils.error(('%s: padding value causes wrapping around more than once (padding (%d, %d), size %d)')
+          :format(who, l, r, n))
+      end
+      local idx, src = {}, sources[mode]
+      for j = -l, n + r - 1 do idx[#idx + 1] = src(j, n) + 1 end
+      y = y:index_select(d, index_tensor(idx, y.device))
+    end
+  end
+  return y
+end
+
+-- Interpolation ------------------------------------------------------------------------
+
+local function to_float32(v) return (string.unpack('f', string.pack('f', v))) end
+
+-- interpolate(x, {size= | scale_factor=, mode='nearest', align_corners=nil}) of [N, C, L],
+-- [N, C, H, W]: modes 'nearest' and 'linear'/'bilinear'.
+function F.interpolate(x, opts)
+  local who = 'interpolate'
+  check_dims(who, x, 3, 4, '[N, C, L] or [N, C, H, W]')
+  local o = utils.options(who, opts, { size = false, scale_factor = false, mode = 'nearest', align_corners = NONE,
+                                       recompute_scale_factor = false })
+  local nsp = x:dim() - 2
+  local linear = o.mode == 'bilinear' or o.mode == 'linear'
+  if o.mode ~= 'nearest' and not linear then
+    utils.error(("%s: mode must be 'nearest', 'linear' or 'bilinear', got %s"):format(who, tostring(o.mode)))
+  end
+  if linear and (o.mode == 'bilinear') ~= (nsp == 2) then
+    utils.error(("%s: mode '%s' needs a %d-D input, got shape %s")
+      :format(who, o.mode, o.mode == 'bilinear' and 4 or 3, utils.shape(x)))
+  end
+  if o.align_corners ~= nil and not linear then
+    utils.error(('%s: align_corners option can only be set with the interpolating modes: linear | bilinear'):format(who))
+  end
+  local align = o.align_corners and true or false
+  if (o.size and o.scale_factor) or not (o.size or o.scale_factor) then
+    utils.error(('%s: give exactly one of size and scale_factor'):format(who))
+  end
+  local out, scales = {}, {}
+  for i = 1, nsp do
+    local n = x:size(i + 2)
+    if o.size then
+      out[i] = select(i, pair(who, 'size', o.size, nsp))
+    else
+      local sf = type(o.scale_factor) == 'table' and o.scale_factor[i] or o.scale_factor
+      if type(sf) ~= 'number' or sf <= 0 then
+        utils.error(('%s: scale_factor must be a positive number or a table of %d, got %s'):format(who, nsp, tostring(sf)))
+      end
+      out[i] = math.floor(n * sf)
+      if out[i] < 1 then utils.error(('%s: the output size along dim %d would be %d'):format(who, i + 2, out[i])) end
+      if not o.recompute_scale_factor then scales[i] = sf end
+    end
+  end
+  local y = x
+  for i = 1, nsp do
+    local d, n, m = i + 2, x:size(i + 2), out[i]
+    if linear then
+      local scale
+      if align then scale = m > 1 and (n - 1) / (m - 1) or 0
+      else scale = scales[i] and 1 / scales[i] or n / m end
+      local i0, i1, w0, w1 = {}, {}, {}, {}
+      for j = 0, m - 1 do
+        local src = align and scale * j or math.max(scale * (j + 0.5) - 0.5, 0)
+        local a = math.min(math.floor(src), n - 1)
+        local lam = src - a
+        i0[j + 1], i1[j + 1] = a + 1, math.min(a + 1, n - 1) + 1
+        w0[j + 1], w1[j + 1] = 1 - lam, lam
+      end
+      local shape = { 1, 1, 1, 1 }
+      shape = { table.unpack(shape, 1, x:dim()) }
+      shape[d] = m
+      local W0 = torch.tensor(w0, { dtype = x.dtype, device = x.device }):view(shape)
+      local W1 = torch.tensor(w1, { dtype = x.dtype, device = x.device }):view(shape)
+      y = y:index_select(d, index_tensor(i0, x.device)) * W0 + y:index_select(d, index_tensor(i1, x.device)) * W1
+    elseif m ~= n then
+      local idx = {}
+      local scale = to_float32(scales[i] and 1 / scales[i] or n / m)
+      for j = 0, m - 1 do
+        local s = m == 2 * n and j // 2 or math.floor(to_float32(j * scale))
+        idx[j + 1] = math.min(s, n - 1) + 1
+      end
+      y = y:index_select(d, index_tensor(idx, x.device))
+    end
+  end
+  return y
+end
+
+function F.upsample(x, opts) return F.interpolate(x, opts) end
+
+end
