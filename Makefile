@@ -163,7 +163,7 @@ cuda-emu: $(EMU)/libdplua_cuda.so
 
 # ------------------------------------------------------------------ set-up, tests, examples
 DEB_PKGS = lua5.4 liblua5.4-dev lua-busted libopenblas-dev libopenmpi-dev openmpi-bin \
-           libreadline-dev python3-torch python3-numpy pkg-config g++
+           libreadline-dev python3-torch python3-numpy pkg-config g++ gnuplot-nox
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

@@ -1,13 +1,18 @@
 -- examples/mlp.lua: trains a 2-layer MLP to classify points drawn from three Gaussian
--- blobs, printing the loss of each epoch and the final training accuracy.
+-- blobs, printing the loss of each epoch and the final training accuracy, and draws the
+-- loss curve into a PNG (with gnuplot; Debian: gnuplot-nox).
 --
---   dplua examples/mlp.lua [epochs]
+--   dplua examples/mlp.lua [epochs] [curve.png (default mlp_loss.png)]
 local torch = require 'torch'
 local nn = require 'nn'
 local optim = require 'optim'
 
 torch.manual_seed(0)
 local epochs = tonumber(arg and arg[1]) or 8
+local curve = arg and arg[2] or 'mlp_loss.png'
+local logdir = os.tmpname()
+os.remove(logdir)
+local writer = torch.utils.SummaryWriter(logdir)
 
 -- 3000 points in 2-D around three centres; the class of a point is its blob (1, 2 or 3)
 local n = 3000
@@ -33,7 +38,16 @@ for epoch = 1, epochs do
     total, batches = total + loss:item(), batches + 1
   end
   print(('epoch %d  loss %.4f'):format(epoch, total / batches))
+  writer:add_scalar('loss/train', total / batches, epoch)
 end
+if require('gnuplot').available() then
+  writer:plot('loss/train', curve, { title = 'examples/mlp.lua' })
+  print('loss curve written to ' .. curve)
+else
+  print('gnuplot is not installed (Debian: apt-get install gnuplot-nox): no loss curve drawn')
+end
+writer:close()
+os.execute(('rm -rf %q'):format(logdir))
 
 model:eval()
 local predicted = torch.no_grad(function() return model(points):argmax(2) end)

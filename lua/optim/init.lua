@@ -4,7 +4,7 @@
 local optim = {}
 package.loaded.optim = optim
 
-for _, name in ipairs { 'Optimizer', 'SGD', 'Adam', 'AdamW' } do
+for _, name in ipairs { 'Optimizer', 'SGD', 'Adam', 'AdamW', 'Logger' } do
   rawset(optim, name, require('optim.' .. name))
 end
 

@@ -128,7 +128,7 @@ require('torch.habits').install(torch)
 
 local SUBMODULES = {
   nn = 'nn', optim = 'optim', data = 'torch.data', distributed = 'torch.distributed',
-  autograd = 'torch.autograd',
+  autograd = 'torch.autograd', utils = 'torch.utils',
 }
 
 -- torch.Generator(): a random stream of its own, for samplers and DataLoader's generator=
