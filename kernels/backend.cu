@@ -671,6 +671,9 @@ static const dp_backend g_cuda_backend = {
     /* max_memory_allocated */ cuda_max_memory_allocated,
     /* empty_cache          */ cuda_empty_cache,
     /* set_tf32             */ cuda_set_tf32,
+    /* sort_rows            */ dp_cuda_sort_rows,
+    /* scan_rows            */ dp_cuda_scan_rows,
+    /* scatter_add_rows     */ dp_cuda_scatter_add_rows,
 };
 
 extern "C" const dp_backend *dp_cuda_backend_init(const dp_backend_host *host, int *device_count, char *err,

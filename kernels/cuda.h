@@ -88,6 +88,14 @@ DP_CUDA_INTERNAL int dp_cuda_sgd_step(int dtype, int64_t n, void *param, const v
 DP_CUDA_INTERNAL int dp_cuda_adam_step(int dtype, int64_t n, void *param, const void *grad, void *m, void *v,
                                        const dp_adam_opts *o);
 
+/* ---- sort.cu */
+DP_CUDA_INTERNAL int dp_cuda_sort_rows(dp_device dev, int dtype, int64_t rows, int64_t n, const void *in, void *values,
+                                       int64_t *indices, bool descending);
+DP_CUDA_INTERNAL int dp_cuda_scan_rows(dp_device dev, int op, int dtype, int64_t rows, int64_t n, const void *in,
+                                       void *out, int64_t *indices, bool reverse);
+DP_CUDA_INTERNAL int dp_cuda_scatter_add_rows(dp_device dev, int dtype, int64_t rows, int64_t n_src, int64_t n_out,
+                                              const void *src, const int64_t *idx, void *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -327,6 +327,7 @@ void lt_set_functions(lua_State *L)
     luaL_setfuncs(L, lt_tensor_functions, 0);
     luaL_setfuncs(L, lt_view_functions, 0);
     luaL_setfuncs(L, lt_math_functions, 0);
+    luaL_setfuncs(L, lt_sort_functions, 0);
 }
 
 void lt_open_tensor(lua_State *L)

@@ -482,4 +482,7 @@ const dp_backend dp_cpu_backend = {
     .sgd_step = cpu_sgd_step,
     .adam_step = cpu_adam_step,
     .empty_cache = cpu_empty_cache,
+    .sort_rows = dp_cpu_sort_rows,
+    .scan_rows = dp_cpu_scan_rows,
+    .scatter_add_rows = dp_cpu_scatter_add_rows,
 };

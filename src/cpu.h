@@ -105,4 +105,12 @@ int cpu_binary_scalar(dp_binary_op op, const dp_view *out, const dp_view *a, dou
 int cpu_where(const dp_view *out, const dp_view *cond, const dp_view *a, const dp_view *b);
 int cpu_reduce(dp_reduce_op op, const dp_view *out, const dp_view *idx, const dp_view *in, int dim);
 
+/* cpu_sort.c: the sort and scan kernels (backend.h says what they do) */
+int dp_cpu_sort_rows(dp_device dev, int dtype, int64_t rows, int64_t n, const void *in, void *values,
+                     int64_t *indices, bool descending);
+int dp_cpu_scan_rows(dp_device dev, int op, int dtype, int64_t rows, int64_t n, const void *in, void *out,
+                     int64_t *indices, bool reverse);
+int dp_cpu_scatter_add_rows(dp_device dev, int dtype, int64_t rows, int64_t n_src, int64_t n_out,
+                            const void *src, const int64_t *idx, void *out);
+
 #endif
