@@ -64,9 +64,10 @@ function M.install(torch)
     if type(nan) == 'table' then nan, posinf, neginf = nan.nan, nan.posinf, nan.neginf end
     if not is_float(t) then return t:clone() end
     local big = FMAX[t.dtype]
-    local r = torch.where(t:ne(t), nan or 0, t)
-    r = torch.where(r:eq(math.huge), posinf or big, r)
-    return torch.where(r:eq(-math.huge), neginf or -big, r)
+    local function value(v) return torch.full({}, v, { dtype = t.dtype, device = t.device }) end
+    local r = torch.where(t:ne(t), value(nan or 0), t)
+    r = torch.where(r:eq(math.huge), value(posinf or big), r)
+    return torch.where(r:eq(-math.huge), value(neginf or -big), r)
   end)
   -- sgn: sign for real tensors (PyTorch's complex sign)
   both('sgn', function(t) return t:sign() end)
