@@ -89,8 +89,8 @@ DP_CUDA_INTERNAL int dp_cuda_adam_step(int dtype, int64_t n, void *param, const 
                                        const dp_adam_opts *o);
 
 /* ---- sort.cu */
-DP_CUDA_INTERNAL int dp_cuda_sort_rows(dp_device dev, int dtype, int64_t rows, int64_t n, const void *in, void *values,
-                                       int64_t *indices, bool descending);
+DP_CUDA_INTERNAL int dp_cuda_sort_rows(dp_device dev, int dtype, int64_t rows, int64_t n, int64_t k, const void *in,
+                                       void *values, int64_t *indices, bool descending);
 DP_CUDA_INTERNAL int dp_cuda_scan_rows(dp_device dev, int op, int dtype, int64_t rows, int64_t n, const void *in,
                                        void *out, int64_t *indices, bool reverse);
 DP_CUDA_INTERNAL int dp_cuda_scatter_add_rows(dp_device dev, int dtype, int64_t rows, int64_t n_src, int64_t n_out,

@@ -1,6 +1,7 @@
 /* sort.cu: the sort and scan kernels of src/sort.c on contiguous rows: a stable sort that
- * places each element at its rank in its row (one thread per element, a pass over the row
- * each: simple and correct, quadratic in the row length), the inclusive scans (one thread
+ * places each element at its rank in its row when the rank is among the first k (one thread
+ * per element, a pass over the row each: simple and correct, quadratic in the row length),
+ * the inclusive scans (one thread
  * per row) and the row-wise scatter-add of the gradient of picked values (atomics, since a
  * column may be picked more than once). */
 #include "common.cuh"
@@ -12,7 +13,7 @@ template <typename T> __device__ __forceinline__ bool sort_before(T a, T b, bool
 }
 
 template <typename T>
-static __global__ void sort_rank_kernel(int64_t total, int64_t n, const T *in, T *values, int64_t *indices,
+static __global__ void sort_rank_kernel(int64_t total, int64_t n, int64_t k, const T *in, T *values, int64_t *indices,
                                         bool descending)
 {
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
@@ -25,8 +26,10 @@ static __global__ void sort_rank_kernel(int64_t total, int64_t n, const T *in, T
             /* before v in a stable sort: strictly before, or tied and earlier */
             if (sort_before(w, v, descending) || (j < i && !sort_before(v, w, descending))) rank++;
         }
-        values[r * n + rank] = v;
-        indices[r * n + rank] = i;
+        if (rank < k) {
+            values[r * k + rank] = v;
+            indices[r * k + rank] = i;
+        }
     }
 }
 
@@ -82,7 +85,7 @@ static __global__ void scatter_rows_kernel(int64_t total, int64_t n_src, int64_t
 
 struct DP_HIDDEN sort_launch {
     dp_device dev;
-    int64_t rows, n;
+    int64_t rows, n, k;
     const void *in;
     void *values;
     int64_t *indices;
@@ -90,10 +93,10 @@ struct DP_HIDDEN sort_launch {
     template <typename T> int run() const
     {
         int64_t total = rows * n;
-        if (total == 0) return 0;
+        if (total == 0 || k == 0) return 0;
         CUDA_STREAM_OF(dev, s);
         sort_rank_kernel<T><<<dp_grid_for(total, DP_THREADS), DP_THREADS, 0, s>>>(
-            total, n, (const T *)in, (T *)values, indices, descending);
+            total, n, k, (const T *)in, (T *)values, indices, descending);
         CUDA_CHECK_LAUNCH("sort");
         return 0;
     }
@@ -118,10 +121,10 @@ struct DP_HIDDEN scan_launch {
     }
 };
 
-extern "C" int dp_cuda_sort_rows(dp_device dev, int dtype, int64_t rows, int64_t n, const void *in, void *values,
-                                 int64_t *indices, bool descending)
+extern "C" int dp_cuda_sort_rows(dp_device dev, int dtype, int64_t rows, int64_t n, int64_t k, const void *in,
+                                 void *values, int64_t *indices, bool descending)
 {
-    sort_launch f = { dev, rows, n, in, values, indices, descending };
+    sort_launch f = { dev, rows, n, k, in, values, indices, descending };
     return DP_DISPATCH_OUT(dtype, f);
 }
 

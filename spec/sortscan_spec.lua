@@ -167,6 +167,25 @@ describe('sort and scan details', function()
     assert.matches('topk: k must be an integer', err)
   end)
 
+  it('topk and kthvalue pick what a stable sort puts first, ties and NaN included', function()
+    local x = torch.randint(0, 6, { 3, 200 }):double()
+    x[2][17] = 0 / 0
+    x[2][90] = 0 / 0
+    for _, largest in ipairs({ true, false }) do
+      local sv, si = x:sort(2, largest)
+      for _, k in ipairs({ 1, 5, 24, 200 }) do
+        local v, i = x:topk(k, 2, largest)
+        assert.is_true(torch.equal(si:narrow(2, 1, k), i))
+        assert.is_true(torch.equal(sv:narrow(2, 1, k):nan_to_num(-1), v:nan_to_num(-1)))
+      end
+    end
+    local sv, si = x:sort(2)
+    for _, k in ipairs({ 1, 3, 150 }) do
+      local v, i = x:kthvalue(k, 2)
+      assert.are.same(si:select(2, k):tolist(), i:tolist())
+    end
+  end)
+
   it('a long row sorts like the host', function()
     local n = 3000
     local x = torch.randn(2, n, { dtype = 'float64' })

@@ -106,7 +106,7 @@ int cpu_where(const dp_view *out, const dp_view *cond, const dp_view *a, const d
 int cpu_reduce(dp_reduce_op op, const dp_view *out, const dp_view *idx, const dp_view *in, int dim);
 
 /* cpu_sort.c: the sort and scan kernels (backend.h says what they do) */
-int dp_cpu_sort_rows(dp_device dev, int dtype, int64_t rows, int64_t n, const void *in, void *values,
+int dp_cpu_sort_rows(dp_device dev, int dtype, int64_t rows, int64_t n, int64_t k, const void *in, void *values,
                      int64_t *indices, bool descending);
 int dp_cpu_scan_rows(dp_device dev, int op, int dtype, int64_t rows, int64_t n, const void *in, void *out,
                      int64_t *indices, bool reverse);

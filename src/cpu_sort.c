@@ -19,35 +19,66 @@ static int64_t row_grain(int64_t n) { return n >= GRAIN_ELEMS ? 1 : GRAIN_ELEMS 
 /* BEFORE(a, b): a sorts strictly before b.  NaN is larger than every number. */
 #define ASC_BEFORE(a, b) ((a) == (a) && ((b) != (b) || (a) < (b)))
 #define DESC_BEFORE(a, b) ((b) == (b) && ((a) != (a) || (a) > (b)))
+/* Element i of x sorts before element j: by value, then by position.  The order is total,
+ * and a sort by it is the stable sort by value. */
+#define KEY_BEFORE(BEFORE, x, i, j) (BEFORE((x)[i], (x)[j]) || (!BEFORE((x)[j], (x)[i]) && (i) < (j)))
 
-/* Merge sort of the index array ix (n entries) by the values x[ix[i]], stable: an element
- * moves before an earlier one only when it sorts strictly before it. */
-#define MERGE_SORT(NAME, T, BEFORE)                                                          \
-    static void NAME(const T *x, int64_t *ix, int64_t *tmp, int64_t n)                       \
+#define RUN 16
+
+/* NAME_sort: the index array ix (n entries) sorted by the key: insertion sort of runs of
+ * RUN, then merges between ix and tmp.  NAME_select: ix rearranged so that its first k
+ * entries are the k first by the key (in some order): quickselect. */
+#define ROW_SORT(NAME, T, BEFORE)                                                            \
+    static void NAME##_sort(const T *x, int64_t *ix, int64_t *tmp, int64_t n)                 \
     {                                                                                        \
-        for (int64_t w = 1; w < n; w *= 2) {                                                 \
+        for (int64_t lo = 0; lo < n; lo += RUN) {                                            \
+            int64_t hi = lo + RUN < n ? lo + RUN : n;                                        \
+            for (int64_t i = lo + 1; i < hi; i++) {                                          \
+                int64_t v = ix[i], j = i;                                                    \
+                while (j > lo && KEY_BEFORE(BEFORE, x, v, ix[j - 1])) { ix[j] = ix[j - 1]; j--; } \
+                ix[j] = v;                                                                   \
+            }                                                                                \
+        }                                                                                    \
+        int64_t *src = ix, *dst = tmp;                                                       \
+        for (int64_t w = RUN; w < n; w *= 2) {                                               \
             for (int64_t lo = 0; lo < n; lo += 2 * w) {                                      \
                 int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n; \
                 int64_t i = lo, j = mid, k = lo;                                             \
-                while (i < mid && j < hi) tmp[k++] = BEFORE(x[ix[j]], x[ix[i]]) ? ix[j++] : ix[i++]; \
-                while (i < mid) tmp[k++] = ix[i++];                                          \
-                while (j < hi) tmp[k++] = ix[j++];                                           \
+                while (i < mid && j < hi) dst[k++] = KEY_BEFORE(BEFORE, x, src[j], src[i]) ? src[j++] : src[i++]; \
+                while (i < mid) dst[k++] = src[i++];                                         \
+                while (j < hi) dst[k++] = src[j++];                                          \
             }                                                                                \
-            memcpy(ix, tmp, sizeof(int64_t) * (size_t)n);                                    \
+            int64_t *t = src; src = dst; dst = t;                                            \
+        }                                                                                    \
+        if (src != ix) memcpy(ix, src, sizeof(int64_t) * (size_t)n);                         \
+    }                                                                                        \
+    static void NAME##_select(const T *x, int64_t *ix, int64_t n, int64_t k)                 \
+    {                                                                                        \
+        int64_t lo = 0, hi = n - 1, want = k - 1;                                            \
+        while (lo < hi) {                                                                    \
+            int64_t p = ix[lo + (hi - lo) / 2], i = lo, j = hi;                              \
+            while (i <= j) {                                                                 \
+                while (KEY_BEFORE(BEFORE, x, ix[i], p)) i++;                                 \
+                while (KEY_BEFORE(BEFORE, x, p, ix[j])) j--;                                 \
+                if (i <= j) { int64_t t = ix[i]; ix[i] = ix[j]; ix[j] = t; i++; j--; }       \
+            }                                                                                \
+            if (want <= j) hi = j;                                                           \
+            else if (want >= i) lo = i;                                                      \
+            else break;                                                                      \
         }                                                                                    \
     }
-MERGE_SORT(sort_asc_f32, float, ASC_BEFORE)
-MERGE_SORT(sort_desc_f32, float, DESC_BEFORE)
-MERGE_SORT(sort_asc_f64, double, ASC_BEFORE)
-MERGE_SORT(sort_desc_f64, double, DESC_BEFORE)
-MERGE_SORT(sort_asc_i64, int64_t, ASC_BEFORE)
-MERGE_SORT(sort_desc_i64, int64_t, DESC_BEFORE)
-MERGE_SORT(sort_asc_b, uint8_t, ASC_BEFORE)
-MERGE_SORT(sort_desc_b, uint8_t, DESC_BEFORE)
+ROW_SORT(asc_f32, float, ASC_BEFORE)
+ROW_SORT(desc_f32, float, DESC_BEFORE)
+ROW_SORT(asc_f64, double, ASC_BEFORE)
+ROW_SORT(desc_f64, double, DESC_BEFORE)
+ROW_SORT(asc_i64, int64_t, ASC_BEFORE)
+ROW_SORT(desc_i64, int64_t, DESC_BEFORE)
+ROW_SORT(asc_b, uint8_t, ASC_BEFORE)
+ROW_SORT(desc_b, uint8_t, DESC_BEFORE)
 
 typedef struct {
     int dtype;
-    int64_t n;
+    int64_t n, k;
     const void *in;
     void *values;
     int64_t *indices;
@@ -55,34 +86,47 @@ typedef struct {
     int64_t *scratch;   /* 2 n per thread part */
 } sort_job;
 
+/* the first k of a row: the whole row sorted, or (k much smaller than n) the k first
+ * selected, then sorted */
+#define SORT_ROW(NAME, T)                                                                    \
+    do {                                                                                     \
+        if (k < n / 8) { NAME##_select((const T *)x, ix, n, k); NAME##_sort((const T *)x, ix, tmp, k); } \
+        else NAME##_sort((const T *)x, ix, tmp, n);                                          \
+    } while (0)
+
 static void sort_range(void *c, int64_t lo, int64_t hi, int part)
 {
     const sort_job *j = c;
-    int64_t n = j->n, es = (int64_t)dp_dtype_size(j->dtype);
-    int64_t *tmp = j->scratch + (int64_t)part * n;
+    int64_t n = j->n, k = j->k, es = (int64_t)dp_dtype_size(j->dtype);
+    int64_t *ix = j->scratch + (int64_t)part * 2 * n, *tmp = ix + n;
+    bool d = j->descending;
     for (int64_t r = lo; r < hi; r++) {
         const char *x = (const char *)j->in + r * n * es;
-        int64_t *ix = j->indices + r * n;
         for (int64_t i = 0; i < n; i++) ix[i] = i;
         switch (j->dtype) {
-        case DP_FLOAT32: (j->descending ? sort_desc_f32 : sort_asc_f32)((const float *)x, ix, tmp, n); break;
-        case DP_FLOAT64: (j->descending ? sort_desc_f64 : sort_asc_f64)((const double *)x, ix, tmp, n); break;
-        case DP_INT64: (j->descending ? sort_desc_i64 : sort_asc_i64)((const int64_t *)x, ix, tmp, n); break;
-        default: (j->descending ? sort_desc_b : sort_asc_b)((const uint8_t *)x, ix, tmp, n); break;
+        case DP_FLOAT32: if (d) SORT_ROW(desc_f32, float); else SORT_ROW(asc_f32, float); break;
+        case DP_FLOAT64: if (d) SORT_ROW(desc_f64, double); else SORT_ROW(asc_f64, double); break;
+        case DP_INT64: if (d) SORT_ROW(desc_i64, int64_t); else SORT_ROW(asc_i64, int64_t); break;
+        default: if (d) SORT_ROW(desc_b, uint8_t); else SORT_ROW(asc_b, uint8_t); break;
         }
-        char *v = (char *)j->values + r * n * es;
-        for (int64_t i = 0; i < n; i++) memcpy(v + i * es, x + ix[i] * es, (size_t)es);
+        char *v = (char *)j->values + r * k * es;
+        int64_t *oi = j->indices + r * k;
+        for (int64_t i = 0; i < k; i++) {
+            memcpy(v + i * es, x + ix[i] * es, (size_t)es);
+            oi[i] = ix[i];
+        }
     }
 }
 
-int dp_cpu_sort_rows(dp_device dev, int dtype, int64_t rows, int64_t n, const void *in, void *values,
+int dp_cpu_sort_rows(dp_device dev, int dtype, int64_t rows, int64_t n, int64_t k, const void *in, void *values,
                      int64_t *indices, bool descending)
 {
-    int parts = dp_pool_threads();
-    if (dp_check_count(n * (parts > 0 ? parts : 1), sizeof(int64_t), "sort")) return -1;
-    int64_t *scratch = malloc(sizeof(int64_t) * (size_t)(n * (parts > 0 ? parts : 1)) + 1);
+    if (k == 0 || rows == 0) return 0;
+    int parts = dp_pool_threads() > 0 ? dp_pool_threads() : 1;
+    if (dp_check_count(2 * n * parts, sizeof(int64_t), "sort")) return -1;
+    int64_t *scratch = malloc(sizeof(int64_t) * (size_t)(2 * n * parts));
     if (!scratch) return dp_error("sort: out of memory");
-    sort_job j = { dtype, n, in, values, indices, descending, scratch };
+    sort_job j = { dtype, n, k, in, values, indices, descending, scratch };
     dp_parallel(rows, row_grain(n), sort_range, &j);
     free(scratch);
     return 0;

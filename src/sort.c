@@ -125,17 +125,21 @@ static dp_tensor *finish_pick(const char *name, dp_tensor *t, dp_tensor *v, dp_t
 
 /* ---------------------------------------------------------------- sort */
 
-/* sorted values and indices of a tensor with at least one dimension, no autograd */
-static dp_tensor *sort_raw(dp_tensor *t, int dim, bool descending, dp_tensor **indices)
+/* the first k sorted values and their indices along dim of a tensor with at least one
+ * dimension (k < 0: all), no autograd */
+static dp_tensor *sort_raw(dp_tensor *t, int dim, bool descending, int64_t k, dp_tensor **indices)
 {
     *indices = NULL;
     dp_tensor *x = to_rows(t, dim), *v = NULL, *ix = NULL;
     if (!x) return NULL;
-    v = dp_empty(x->ndim, x->sizes, x->dtype, x->device);
-    ix = v ? dp_empty(x->ndim, x->sizes, DP_INT64, x->device) : NULL;
-    if (ix && dp_numel(x) &&
-        dp_backend_for(x->device)->sort_rows(x->device, x->dtype, rows_of(x), x->sizes[x->ndim - 1], data_of(x),
-                                             data_of(v), data_of(ix), descending)) {
+    int64_t n = x->sizes[x->ndim - 1], sz[DP_MAX_DIMS];
+    memcpy(sz, x->sizes, sizeof sz);
+    sz[x->ndim - 1] = k = k < 0 ? n : k;
+    v = dp_empty(x->ndim, sz, x->dtype, x->device);
+    ix = v ? dp_empty(x->ndim, sz, DP_INT64, x->device) : NULL;
+    if (ix && dp_numel(v) &&
+        dp_backend_for(x->device)->sort_rows(x->device, x->dtype, rows_of(x), n, k, data_of(x), data_of(v),
+                                             data_of(ix), descending)) {
         dp_tensor_release(ix);
         ix = NULL;
     }
@@ -151,16 +155,16 @@ dp_tensor *dp_sort(dp_tensor *t, int dim, bool descending, dp_tensor **indices)
     if (indices) *indices = NULL;
     if (check_dim("sort", t, dim)) return NULL;
     dp_tensor *x = NO_GRAD(at_least_1d(t)), *ix = NULL;
-    dp_tensor *v = x ? NO_GRAD(sort_raw(x, dim, descending, &ix)) : NULL;
+    dp_tensor *v = x ? NO_GRAD(sort_raw(x, dim, descending, -1, &ix)) : NULL;
     dp_tensor_release(x);
     return finish_pick("SortBackward0", t, v, ix, dim, indices);
 }
 
-/* positions [start, start + len) of the sorted values along dim, contiguous */
-static dp_tensor *sorted_slice(dp_tensor *t, int dim, bool descending, int64_t start, int64_t len, dp_tensor **indices)
+/* position `at` of the sorted values along dim (kept as size 1), contiguous */
+static dp_tensor *sorted_at(dp_tensor *t, int dim, bool descending, int64_t at, dp_tensor **indices)
 {
-    dp_tensor *ix = NULL, *v = sort_raw(t, dim, descending, &ix);
-    dp_tensor *vn = v ? dp_narrow(v, dim, start, len) : NULL, *in = vn ? dp_narrow(ix, dim, start, len) : NULL;
+    dp_tensor *ix = NULL, *v = sort_raw(t, dim, descending, at + 1, &ix);
+    dp_tensor *vn = v ? dp_narrow(v, dim, at, 1) : NULL, *in = vn ? dp_narrow(ix, dim, at, 1) : NULL;
     dp_tensor *vc = in ? dp_contiguous(vn) : NULL, *ic = vc ? dp_contiguous(in) : NULL;
     dp_tensor_release(v); dp_tensor_release(ix); dp_tensor_release(vn); dp_tensor_release(in);
     if (!ic) { dp_tensor_release(vc); *indices = NULL; return NULL; }
@@ -179,7 +183,7 @@ dp_tensor *dp_topk(dp_tensor *t, int64_t k, int dim, bool largest, dp_tensor **i
         return NULL;
     }
     dp_tensor *x = NO_GRAD(at_least_1d(t)), *ix = NULL;
-    dp_tensor *v = x ? NO_GRAD(sorted_slice(x, dim, largest, 0, k, &ix)) : NULL;
+    dp_tensor *v = x ? NO_GRAD(sort_raw(x, dim, largest, k, &ix)) : NULL;
     dp_tensor_release(x);
     return finish_pick("TopkBackward0", t, v, ix, dim, indices);
 }
@@ -233,9 +237,9 @@ static dp_tensor *pick_sorted(const char *node_name, dp_tensor *t, int dim, bool
     dp_tensor *x = NO_GRAD(at_least_1d(t)), *ix = NULL, *v = NULL;
     bool was = dp_grad_enabled();
     dp_set_grad_enabled(false);
-    if (x && !pos) v = sorted_slice(x, dim, false, k0, 1, &ix);
+    if (x && !pos) v = sorted_at(x, dim, false, k0, &ix);
     else if (x) {
-        dp_tensor *sv = sort_raw(x, dim, false, &ix), *si = ix;
+        dp_tensor *sv = sort_raw(x, dim, false, -1, &ix), *si = ix;
         v = sv ? pick_at(sv, pos, dim) : NULL;
         ix = v ? pick_at(si, pos, dim) : NULL;
         if (!ix) { dp_tensor_release(v); v = NULL; }
@@ -327,7 +331,7 @@ static int mode_rows(int dtype, int64_t rows, int64_t n, const void *x, void *va
     int64_t *si = malloc(sizeof(int64_t) * (size_t)(rows * n) + 1);
     int rc = -1;
     if (!sv || !si) { dp_error("mode: out of memory"); goto done; }
-    if (dp_cpu_backend.sort_rows(dp_cpu(), dtype, rows, n, x, sv, si, false)) goto done;
+    if (dp_cpu_backend.sort_rows(dp_cpu(), dtype, rows, n, n, x, sv, si, false)) goto done;
     for (int64_t r = 0; r < rows; r++) {
         const char *v = sv + r * n * es;
         const int64_t *ix = si + r * n;
