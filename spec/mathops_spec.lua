@@ -40,6 +40,11 @@ local CALLS = {
   ['einsum bn,anm,bm->ba'] = function(a, b, c) return torch.einsum('bn,anm,bm->ba', a, b, c) end,
   ['einsum ijk,ikl->jl'] = function(a, b) return torch.einsum('ijk,ikl->jl', a, b) end,
   ['einsum ij,kj->ik sums a private index'] = function(a, b) return torch.einsum('ij, kl -> ik', a, b) end,
+  ['einsum ...ij,...jk->...ik'] = function(a, b) return torch.einsum('...ij,...jk->...ik', a, b) end,
+  ['einsum implicit ...ij,...jk'] = function(a, b) return torch.einsum('...ij,...jk', a, b) end,
+  ['einsum b...,b...->b'] = function(a, b) return torch.einsum('b...,b...->b', a, b) end,
+  ['einsum ...ii->...i'] = function(a) return torch.einsum('...ii->...i', a) end,
+  ['einsum i...->...'] = function(a) return torch.einsum('i...->...', a) end,
   ['tensordot'] = function(a, b) return torch.tensordot(a, b) end,
   ['tensordot dims'] = function(a, b) return a:tensordot(b, { { 1 }, { 2 } }) end,
   ['tensor_split sections'] = function(t) return table.unpack(t:tensor_split(3)) end,
@@ -156,6 +161,7 @@ describe('mathops gradients and errors', function()
     assert.is_true(gc(function(a, b) return torch.einsum('bij,bjk->bik', a, b) end, { x(2, 3, 4), x(2, 4, 2) }))
     assert.is_true(gc(function(a, b) return torch.einsum('bhqd,bhkd->bhqk', a, b) end, { x(1, 2, 3, 2), x(1, 2, 2, 2) }))
     assert.is_true(gc(function(a) return torch.einsum('ii->i', a) end, { x(3, 3) }))
+    assert.is_true(gc(function(a, b) return torch.einsum('...ij,...jk->...ik', a, b) end, { x(2, 1, 2, 3), x(3, 3, 2) }))
     assert.is_true(gc(function(a, b, c) return torch.einsum('bn,anm,bm->ba', a, b, c) end, { x(2, 3), x(2, 3, 2), x(2, 2) }))
     assert.is_true(gc(function(c, a, b) return torch.baddbmm(c, a, b, { beta = 0.5, alpha = 2 }) end,
       { x(2, 3, 2), x(2, 3, 4), x(2, 4, 2) }))
@@ -205,7 +211,8 @@ describe('mathops gradients and errors', function()
     end
     fails('bmm: the first batch must be 3%-D, got 2%-D', function() return torch.bmm(t, t) end)
     fails("einsum: operand 1 has 2 dimensions but its subscripts 'ijk' name 3", function() return torch.einsum('ijk->i', t) end)
-    fails("einsum: '...' is not supported", function() return torch.einsum('...ij->...ji', t) end)
+    fails("einsum: bad subscripts 'i%.%.j'", function() return torch.einsum('i..j->ij', t) end)
+    fails("einsum: letter 'j' has size 4 in one operand and 3 in another", function() return torch.einsum('ij,jk->ik', t, t) end)
     fails('einsum: the equation has 2 operands, 1 tensors given', function() return torch.einsum('ij,jk->ik', t) end)
     fails("einsum: output letter 'z' is not in any operand", function() return torch.einsum('ij->z', t) end)
     fails('diagonal: dimension 3 is out of range.*dplua counts dims from 1', function() return t:diagonal(0, 1, 3) end)

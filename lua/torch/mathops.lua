@@ -228,8 +228,8 @@ function M.install(torch)
   both('tensordot', tensordot)
 
   -- einsum(equation, a, b, ...): operands contracted as the equation says ('ij,jk->ik',
-  -- 'bhqd,bhkd->bhqk', 'i,i->', 'ij->ji', 'ii->i', 'ii->'; without '->' the output is the
-  -- letters seen once, in alphabetical order).  No '...'.
+  -- 'bhqd,bhkd->bhqk', 'i,i->', 'ij->ji', 'ii->i', 'ii->', '...ij,...jk->...ik'; without
+  -- '->' the output is the '...' dims, then the letters seen once, in alphabetical order).
   local function letters(s)
     local l = {}
     for c in s:gmatch('.') do l[#l + 1] = c end
@@ -306,25 +306,46 @@ function M.install(torch)
     if #ops == 1 and type(ops[1]) == 'table' and not torch.is_tensor(ops[1]) then ops = ops[1] end
     if type(eq) ~= 'string' then error('einsum: the first argument must be the equation string', 2) end
     eq = eq:gsub('%s', '')
-    if eq:find('%.%.%.') then error("einsum: '...' is not supported; name every dimension", 2) end
     local lhs, rhs = eq:match('^(.-)%->(.*)$')
     lhs = lhs or eq
     local terms = {}
     for term in (lhs .. ','):gmatch('([^,]*),') do terms[#terms + 1] = term end
     if #terms ~= #ops then error(('einsum: the equation has %d operands, %d tensors given'):format(#terms, #ops), 2) end
+    -- '...' stands for the dims no letter names, broadcast from the right: they become
+    -- placeholder characters (bytes 1, 2, ...) that no equation can hold
+    local nell = 0
+    for i, term in ipairs(terms) do
+      if not torch.is_tensor(ops[i]) then error(('einsum: operand %d is not a tensor'):format(i), 2) end
+      if term:find('...', 1, true) then
+        local n = ops[i]:dim() - (#term - 3)
+        if n < 0 then
+          error(("einsum: operand %d has %d dimensions but its subscripts '%s' name %d"):format(i, ops[i]:dim(), term, #term - 3), 2)
+        end
+        nell = math.max(nell, n)
+      end
+    end
+    local function ellipsis(n)
+      local s = {}
+      for j = nell - n + 1, nell do s[#s + 1] = string.char(j) end
+      return table.concat(s)
+    end
+    for i, term in ipairs(terms) do
+      if term:find('...', 1, true) then terms[i] = term:gsub('%.%.%.', ellipsis(ops[i]:dim() - (#term - 3)), 1) end
+    end
+    if rhs and rhs:find('...', 1, true) then rhs = rhs:gsub('%.%.%.', ellipsis(nell), 1) end
     local count = {}
     for i, term in ipairs(terms) do
-      if not term:match('^%a*$') then error(("einsum: bad subscripts '%s' (letters only)"):format(term), 2) end
+      if not term:match('^[%a\1-\8]*$') then error(("einsum: bad subscripts '%s' (letters and one '...' only)"):format(term), 2) end
       if #term ~= ops[i]:dim() then
         error(("einsum: operand %d has %d dimensions but its subscripts '%s' name %d"):format(i, ops[i]:dim(), term, #term), 2)
       end
       for c in term:gmatch('.') do count[c] = (count[c] or 0) + 1 end
     end
-    if not rhs then
+    if not rhs then   -- implicit: the '...' dims, then the letters seen once, in order
       local once = {}
-      for c, n in pairs(count) do if n == 1 then once[#once + 1] = c end end
+      for c, n in pairs(count) do if n == 1 and c:match('%a') then once[#once + 1] = c end end
       table.sort(once)
-      rhs = table.concat(once)
+      rhs = ellipsis(nell) .. table.concat(once)
     end
     local want = letters(rhs)
     local inout = {}
