@@ -148,7 +148,8 @@ static int s_mode(lua_State *L)
     return push_pair(L, values, indices);
 }
 
-/* cumsum(dim) and the other scans; the dim is required, as in PyTorch */
+/* cumsum(dim) and the other scans; the dim is required, as in PyTorch (given positionally,
+ * or as {dim=}) */
 static int scan(lua_State *L, dp_scan_op op, const char *who)
 {
     dp_tensor *t = lt_check(L, 1);
@@ -156,6 +157,16 @@ static int scan(lua_State *L, dp_scan_op op, const char *who)
     if (lua_isnoneornil(L, 2)) return luaL_error(L, "%s: a dimension is required, as in PyTorch (dplua counts dims from 1)", who);
     int dim = opt_dim(L, 2, opts, t, who, 0);
     if (op != DP_CUMMAX && op != DP_CUMMIN) {
+        /* cumsum(dim, {dtype=}) or cumsum(dim, dtype): the input converted first, as PyTorch */
+        int dt_arg = 0;
+        if (opts) { lua_getfield(L, opts, "dtype"); dt_arg = lua_isnil(L, -1) ? 0 : lua_gettop(L); }
+        else if (!lua_isnoneornil(L, 3)) dt_arg = 3;
+        if (dt_arg) {
+            dp_dtype dt = lt_check_dtype(L, dt_arg);
+            dp_tensor **conv = lt_newslot(L);
+            lt_done(L, *conv = dp_to(t, t->device, dt, false));
+            t = *conv;
+        }
         dp_tensor **slot = lt_newslot(L);
         return lt_done(L, *slot = dp_scan(op, t, dim, false, NULL));
     }
