@@ -673,6 +673,9 @@ static const dp_backend g_cuda_backend = {
     /* set_tf32             */ cuda_set_tf32,
     /* pool2d               */ dp_cuda_pool2d,
     /* pool2d_backward      */ dp_cuda_pool2d_backward,
+    /* sort_rows            */ dp_cuda_sort_rows,
+    /* scan_rows            */ dp_cuda_scan_rows,
+    /* scatter_add_rows     */ dp_cuda_scatter_add_rows,
 };
 
 extern "C" const dp_backend *dp_cuda_backend_init(const dp_backend_host *host, int *device_count, char *err,

@@ -93,6 +93,13 @@ DP_CUDA_INTERNAL int dp_cuda_pool2d(const dp_pool2d_params *p, int dtype, dp_dev
                                     const void *in);
 DP_CUDA_INTERNAL int dp_cuda_pool2d_backward(const dp_pool2d_params *p, int dtype, dp_device dev, void *grad_in,
                                              const void *grad_out, const int64_t *idx);
+/* ---- sort.cu */
+DP_CUDA_INTERNAL int dp_cuda_sort_rows(dp_device dev, int dtype, int64_t rows, int64_t n, int64_t k, const void *in,
+                                       void *values, int64_t *indices, bool descending);
+DP_CUDA_INTERNAL int dp_cuda_scan_rows(dp_device dev, int op, int dtype, int64_t rows, int64_t n, const void *in,
+                                       void *out, int64_t *indices, bool reverse);
+DP_CUDA_INTERNAL int dp_cuda_scatter_add_rows(dp_device dev, int dtype, int64_t rows, int64_t n_src, int64_t n_out,
+                                              const void *src, const int64_t *idx, void *out);
 
 #ifdef __cplusplus
 }

@@ -134,10 +134,30 @@ static int f_grad_fn(lua_State *L)
 
 static int f_data(lua_State *L) { dp_tensor **slot = lt_newslot(L); return lt_done(L, *slot = dp_detach(lt_check(L, 1))); }
 
+/* t.T: the dims reversed; t.mT: the last two swapped (views, as PyTorch's) */
+static int f_T(lua_State *L)
+{
+    dp_tensor *t = lt_check(L, 1);
+    int perm[DP_MAX_DIMS];
+    for (int d = 0; d < t->ndim; d++) perm[d] = t->ndim - 1 - d;
+    dp_tensor **slot = lt_newslot(L);
+    return lt_done(L, *slot = dp_permute(t, perm));
+}
+
+static int f_mT(lua_State *L)
+{
+    dp_tensor *t = lt_check(L, 1);
+    if (t->ndim < 2)
+        return luaL_error(L, "tensor.mT is only supported on matrices or batches of matrices, got a %d-D tensor", t->ndim);
+    dp_tensor **slot = lt_newslot(L);
+    return lt_done(L, *slot = dp_transpose(t, t->ndim - 2, t->ndim - 1));
+}
+
 static const luaL_Reg tensor_fields[] = {
     { "is_cuda", f_is_cuda }, { "device", f_device }, { "dtype", f_dtype }, { "shape", t_size },
     { "requires_grad", f_requires_grad }, { "grad", f_grad }, { "grad_fn", f_grad_fn },
-    { "is_leaf", f_is_leaf }, { "ndim", t_dim }, { "data", f_data }, { NULL, NULL }
+    { "is_leaf", f_is_leaf }, { "ndim", t_dim }, { "data", f_data }, { "T", f_T }, { "mT", f_mT },
+    { NULL, NULL }
 };
 
 /* grad_fn objects */
@@ -327,6 +347,7 @@ void lt_set_functions(lua_State *L)
     luaL_setfuncs(L, lt_tensor_functions, 0);
     luaL_setfuncs(L, lt_view_functions, 0);
     luaL_setfuncs(L, lt_math_functions, 0);
+    luaL_setfuncs(L, lt_sort_functions, 0);
 }
 
 void lt_open_tensor(lua_State *L)

@@ -26,6 +26,7 @@ int lt_push_op_table(lua_State *L);           /* l_ops.c: torch._C.ops() */
 extern const luaL_Reg lt_op_functions[];      /* l_ops.c: torch.* only (where) */
 extern const luaL_Reg lt_grad_functions[];    /* l_grad.c: torch.no_grad ... */
 extern const luaL_Reg lt_vision_functions[];  /* l_vision.c: torch._C.pool2d */
+extern const luaL_Reg lt_sort_functions[];    /* l_sort.c: sort, topk, cumsum ... */
 
 /* Sets every *_functions entry in the table on top of the stack (torch._C and the methods). */
 void lt_set_functions(lua_State *L);

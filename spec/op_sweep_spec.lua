@@ -17,7 +17,7 @@ local POSITIVE = { 0.3, 6 }
 local DOMAIN = {
   log = POSITIVE, sqrt = POSITIVE, pow = POSITIVE, log2 = POSITIVE, log10 = POSITIVE, log1p = POSITIVE,
   rsqrt = POSITIVE, reciprocal = POSITIVE, asin = { -0.9, 0.9 }, acos = { -0.9, 0.9 }, atanh = { -0.9, 0.9 },
-  acosh = { 1.2, 6 },
+  acosh = { 1.2, 6 }, erfinv = { -0.9, 0.9 },
 }
 
 -- Where PyTorch raises and dplua computes a result by design: such a case is reported as

@@ -109,6 +109,19 @@ typedef struct dp_backend {
     int (*pool2d)(const dp_pool2d_params *p, int dtype, dp_device dev, void *out, int64_t *idx, const void *in);
     int (*pool2d_backward)(const dp_pool2d_params *p, int dtype, dp_device dev, void *grad_in,
                            const void *grad_out, const int64_t *idx);
+    /* sort and scan (sort.c): `rows` contiguous rows of n elements each, worked along the
+     * rows; indices are int64 and 0-based.  sort_rows: the first k (1 <= k <= n) of each row
+     * in a stable sort, NaN the largest value, into rows of k values and indices.
+     * scan_rows: the inclusive scan `op` (dp_scan_op) from the first element, or from the
+     * last when reverse; indices (cummax, cummin) receive where each running extreme was.
+     * scatter_add_rows: out[r][idx[r][j]] += src[r][j] for j < n_src (out has n_out
+     * columns, zero-filled by the caller; the indices are already in range). */
+    int (*sort_rows)(dp_device dev, int dtype, int64_t rows, int64_t n, int64_t k, const void *in, void *values,
+                     int64_t *indices, bool descending);
+    int (*scan_rows)(dp_device dev, int op, int dtype, int64_t rows, int64_t n, const void *in, void *out,
+                     int64_t *indices, bool reverse);
+    int (*scatter_add_rows)(dp_device dev, int dtype, int64_t rows, int64_t n_src, int64_t n_out,
+                            const void *src, const int64_t *idx, void *out);
 } dp_backend;
 
 /* The backend registry (registry.c): the backend serving a device, or NULL with dp_error()

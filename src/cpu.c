@@ -485,4 +485,7 @@ const dp_backend dp_cpu_backend = {
     /* vision */
     .pool2d = dp_cpu_pool2d,
     .pool2d_backward = dp_cpu_pool2d_backward,
+    .sort_rows = dp_cpu_sort_rows,
+    .scan_rows = dp_cpu_scan_rows,
+    .scatter_add_rows = dp_cpu_scatter_add_rows,
 };

@@ -109,5 +109,12 @@ int cpu_reduce(dp_reduce_op op, const dp_view *out, const dp_view *idx, const dp
 int dp_cpu_pool2d(const dp_pool2d_params *p, int dtype, dp_device dev, void *out, int64_t *idx, const void *in);
 int dp_cpu_pool2d_backward(const dp_pool2d_params *p, int dtype, dp_device dev, void *grad_in, const void *grad_out,
                            const int64_t *idx);
+/* cpu_sort.c: the sort and scan kernels (backend.h says what they do) */
+int dp_cpu_sort_rows(dp_device dev, int dtype, int64_t rows, int64_t n, int64_t k, const void *in, void *values,
+                     int64_t *indices, bool descending);
+int dp_cpu_scan_rows(dp_device dev, int op, int dtype, int64_t rows, int64_t n, const void *in, void *out,
+                     int64_t *indices, bool reverse);
+int dp_cpu_scatter_add_rows(dp_device dev, int dtype, int64_t rows, int64_t n_src, int64_t n_out,
+                            const void *src, const int64_t *idx, void *out);
 
 #endif

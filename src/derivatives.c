@@ -230,6 +230,7 @@ int dp_unary_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
     case DP_TANH: r = MUL(g, RSUB(1, MUL(y, y))); break;
     case DP_ERF: r = MUL(g, MULS(EXP(NEG(MUL(x, x))), 1.1283791670955126)); break;   /* 2/sqrt(pi) e^(-x^2) */
     case DP_ERFC: r = MUL(g, MULS(EXP(NEG(MUL(x, x))), -1.1283791670955126)); break;
+    case DP_ERFINV: r = MUL(g, MULS(EXP(MUL(y, y)), 0.88622692545275801)); break;   /* sqrt(pi)/2 e^(y^2) */
     case DP_SIN: r = MUL(g, COS(x)); break;
     case DP_COS: r = NEG(MUL(g, SIN(x))); break;
     case DP_TAN: r = MUL(g, ADDS(MUL(y, y), 1)); break;

@@ -372,6 +372,26 @@ int dp_set_data(dp_tensor *t, dp_tensor *src);
 /* Replaces leaf->grad (retains g; g may be NULL). */
 void dp_set_grad(dp_tensor *leaf, dp_tensor *g);
 
+/* ---------------------------------------------------------------- sort and scan (sort.c)
+ * dims are 0-based; indices come back as int64 0-based tensors (new references) through
+ * *indices when it is not NULL; the values are differentiable (the gradient goes back to
+ * the chosen elements).  NaN is the largest value, as in PyTorch. */
+typedef enum { DP_CUMSUM = 0, DP_CUMPROD, DP_CUMMAX, DP_CUMMIN, DP_LOGCUMSUMEXP, DP_NSCAN } dp_scan_op;
+/* stable sort along dim */
+dp_tensor *dp_sort(dp_tensor *t, int dim, bool descending, dp_tensor **indices);
+/* the k largest (or smallest) along dim, in order */
+dp_tensor *dp_topk(dp_tensor *t, int64_t k, int dim, bool largest, dp_tensor **indices);
+/* the k-th smallest (k from 1) along dim */
+dp_tensor *dp_kthvalue(dp_tensor *t, int64_t k, int dim, bool keepdim, dp_tensor **indices);
+/* the lower median along dim (a NaN in a row gives that NaN), or of everything (dim < 0,
+ * no indices) */
+dp_tensor *dp_median(dp_tensor *t, int dim, bool keepdim, dp_tensor **indices);
+/* the most frequent value along dim (the smallest among equally frequent ones) */
+dp_tensor *dp_mode(dp_tensor *t, int dim, bool keepdim, dp_tensor **indices);
+/* inclusive scans along dim: cumsum and cumprod (integers and bool give int64), cummax and
+ * cummin (with indices), logcumsumexp (floating point); reverse scans from the end */
+dp_tensor *dp_scan(dp_scan_op op, dp_tensor *t, int dim, bool reverse, dp_tensor **indices);
+
 #ifdef __cplusplus
 }
 #endif

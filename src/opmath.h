@@ -101,6 +101,32 @@ DP_OPMATH_FN double dp_frem(double x, double y)
     double r = fmod(x, y);
     return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
 }
+/* the inverse of erf on [-1, 1] (NaN outside, +-inf at +-1): Giles' single precision
+ * approximation ("Approximating the erfinv function", 2010) refined by two Newton steps on
+ * erf, which bring it to double precision */
+DP_OPMATH_FN double dp_erfinv(double y)
+{
+    if (!(y >= -1 && y <= 1)) return NAN;
+    if (y == 1 || y == -1) return y * INFINITY;
+    double w = -log((1 - y) * (1 + y)), p;
+    if (w < 5) {
+        w -= 2.5;
+        p = 2.81022636e-08;
+        p = 3.43273939e-07 + p * w; p = -3.5233877e-06 + p * w; p = -4.39150654e-06 + p * w;
+        p = 0.00021858087 + p * w; p = -0.00125372503 + p * w; p = -0.00417768164 + p * w;
+        p = 0.246640727 + p * w; p = 1.50140941 + p * w;
+    } else {
+        w = sqrt(w) - 3;
+        p = -0.000200214257;
+        p = 0.000100950558 + p * w; p = 0.00134934322 + p * w; p = -0.00367342844 + p * w;
+        p = 0.00573950773 + p * w; p = -0.0076224613 + p * w; p = 0.00943887047 + p * w;
+        p = 1.00167406 + p * w; p = 2.83297682 + p * w;
+    }
+    double x = p * y;
+    for (int i = 0; i < 2; i++) x -= (erf(x) - y) / (1.1283791670955126 * exp(-x * x));
+    return x;
+}
+
 #ifdef __cplusplus
 DP_OPMATH_FN int64_t m_div(int64_t x, int64_t y) { return dp_idiv(x, y); }
 DP_OPMATH_FN int64_t m_pow(int64_t x, int64_t y) { return dp_ipow(x, y); }

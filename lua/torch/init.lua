@@ -123,6 +123,7 @@ end
 require('torch.creation').install(torch)
 require('torch.composite').install(torch)
 require('torch.habits').install(torch)
+require('torch.mathops').install(torch)
 
 -- ------------------------------------------------------------------ lazily reached modules
 
