@@ -683,10 +683,38 @@ static const luaL_Reg torch_functions[] = {
     { "ops", lt_push_op_table }, { NULL, NULL }
 };
 
+/* When an allocation fails, the engine runs this (on the thread whose state last opened
+ * dplua) before it empties the caches and retries: a full collection frees the tensors
+ * that only the collector still holds, which may be device memory the collector's pace
+ * (driven by host bytes) had not caught up with. */
+static void collect_on_oom(void *ctx)
+{
+    lua_gc((lua_State *)ctx, LUA_GCCOLLECT);
+}
+
+static int forget_oom_hook(lua_State *L)
+{
+    dp_clear_oom_hook(lua_touserdata(L, lua_upvalueindex(1)));
+    return 0;
+}
+
+static void set_oom_hook(lua_State *L)
+{
+    dp_set_oom_hook(collect_on_oom, L);
+    lua_newuserdatauv(L, 1, 0);               /* cleared when the state closes */
+    lua_createtable(L, 0, 1);
+    lua_pushlightuserdata(L, L);
+    lua_pushcclosure(L, forget_oom_hook, 1);
+    lua_setfield(L, -2, "__gc");
+    lua_setmetatable(L, -2);
+    lua_setfield(L, LUA_REGISTRYINDEX, "dplua.oom_hook");
+}
+
 int dplua_open_core(lua_State *L)
 {
     if (dp_cpu_device_env_check() != 0)
         return luaL_error(L, "%s", dp_last_error());
+    set_oom_hook(L);
     lt_open_tensor(L);                 /* torch.Tensor's methods */
     lua_newtable(L);
     lua_insert(L, -2);

@@ -83,6 +83,7 @@ static _Thread_local void (*g_oom_fn)(void *);
 static _Thread_local void *g_oom_ctx;
 
 void dp_set_oom_hook(void (*fn)(void *ctx), void *ctx) { g_oom_fn = fn; g_oom_ctx = ctx; }
+void dp_clear_oom_hook(void *ctx) { if (g_oom_ctx == ctx) { g_oom_fn = NULL; g_oom_ctx = NULL; } }
 void dp_run_oom_hook(void) { if (g_oom_fn) g_oom_fn(g_oom_ctx); }
 
 void dp_set_num_threads(int n)

@@ -78,6 +78,8 @@ void dp_set_allow_tf32(bool allow);                  /* TF32 matrix products whe
 /* Called (on the allocating thread) when a device allocation fails, before the cache is
  * emptied and the allocation retried once: the Lua binding runs the collector here. */
 void dp_set_oom_hook(void (*fn)(void *ctx), void *ctx);
+/* Clears this thread's hook if ctx is the one it was set with (a closing Lua state). */
+void dp_clear_oom_hook(void *ctx);
 
 /* Threads one CPU op may use (OpenMP and OpenBLAS). */
 void dp_set_num_threads(int n);

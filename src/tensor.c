@@ -145,6 +145,7 @@ dp_storage *dp_storage_new(dp_device dev, size_t nbytes)
             if (be->empty_cache) be->empty_cache();
             s->data = be->alloc(dev, nbytes);
             if (!s->data) { dp_error("%s", msg); free(s); return NULL; }
+            dp_clear_error();   /* the retry worked: the first failure is no error */
         }
     }
     count_bytes((int64_t)nbytes, dev.type == DP_DEVICE_CPU ? (int64_t)nbytes : 0);
