@@ -31,5 +31,7 @@ for _, name in ipairs {
 } do
   rawset(nn, name, require('nn.' .. name))
 end
+-- nn.init, the weight initializers (this file is the package's loader, so they live apart)
+rawset(nn, 'init', require 'nn.initializers')
 
 return nn
