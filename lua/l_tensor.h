@@ -25,6 +25,9 @@ extern const luaL_Reg lt_math_metamethods[];  /* l_ops.c: __add, __sub, ... */
 int lt_push_op_table(lua_State *L);           /* l_ops.c: torch._C.ops() */
 extern const luaL_Reg lt_op_functions[];      /* l_ops.c: torch.* only (where) */
 extern const luaL_Reg lt_grad_functions[];    /* l_grad.c: torch.no_grad ... */
+extern const luaL_Reg lt_function_functions[]; /* l_function.c: custom_attach, autograd_grad */
+/* dp_backward run so that custom Function nodes can call back into L (l_function.c) */
+int lt_run_backward(lua_State *L, dp_tensor *root, dp_tensor *grad, bool retain);
 
 /* Sets every *_functions entry in the table on top of the stack (torch._C and the methods). */
 void lt_set_functions(lua_State *L);
