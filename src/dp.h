@@ -173,6 +173,16 @@ int dp_normal_(dp_tensor *t, double mean, double std);
 /* A random permutation of 0..n-1 (int64, CPU), drawn from (seed, offset) when
  * use_generator is true, else from the global stream. */
 dp_tensor *dp_randperm(int64_t n, bool use_generator, uint64_t seed, uint64_t offset);
+/* t filled in place from the stream (seed, offset), element i (row-major) from counter
+ * offset + i: dist 0 uniform [a, b) (float dtypes), 1 normal(mean a, std b) (float),
+ * 2 integers in [a, b) (any dtype).  A generator's draws; the caller advances its offset
+ * by numel. */
+int dp_random_fill_(dp_tensor *t, int dist, double a, double b, uint64_t seed, uint64_t offset);
+/* torch.multinomial: n category indices (0-based, int64) per row of probs ([C] or [R, C],
+ * non-negative weights), drawn with or without replacement from the stream (seed, offset),
+ * which the draw uses R * (replacement ? n : C) counters of.  Runs on the host; the result
+ * is on probs' device. */
+dp_tensor *dp_multinomial(dp_tensor *probs, int64_t n, bool replacement, uint64_t seed, uint64_t offset);
 /* The exact mapping from (seed, counter) to values is in philox.h. */
 
 /* ---- views (share storage; differentiable) */
