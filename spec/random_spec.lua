@@ -86,6 +86,26 @@ describe('generator = option', function()
     for i in torch.data.RandomSampler(ds, { generator = gen(4) }):iter() do s2[#s2 + 1] = i end
     assert.are.same(s1, s2)
   end)
+
+  it('SubsetRandomSampler and WeightedRandomSampler draw from their generator', function()
+    local function all(s) local out = {} for i in s:iter() do out[#out + 1] = i end return out end
+    local a = all(torch.data.SubsetRandomSampler({ 10, 20, 30, 40 }, { generator = gen(1) }))
+    assert.are.same(a, all(torch.data.SubsetRandomSampler({ 10, 20, 30, 40 }, { generator = gen(1) })))
+    table.sort(a)
+    assert.are.same({ 10, 20, 30, 40 }, a)
+    local w = torch.data.WeightedRandomSampler({ 0.0, 1.0, 3.0 }, 4000, { generator = gen(2) })
+    assert.are.equal(4000, #w)
+    local d = all(w)
+    assert.are.same(d, all(torch.data.WeightedRandomSampler({ 0.0, 1.0, 3.0 }, 4000, { generator = gen(2) })))
+    local c = {}
+    for _, v in ipairs(d) do c[v] = (c[v] or 0) + 1 end
+    assert.is_nil(c[1])
+    near(c[3] / 4000, 0.75, math.sqrt(0.75 * 0.25 / 4000), 'weighted sampler')
+    local nr = all(torch.data.WeightedRandomSampler({ 1.0, 1.0, 1.0 }, 3, { replacement = false, generator = gen(3) }))
+    table.sort(nr)
+    assert.are.same({ 1, 2, 3 }, nr)
+    expect_error(function() torch.data.WeightedRandomSampler({ 1.0 }, 0) end, 'num_samples should be a positive integer')
+  end)
 end)
 
 describe('distributions', function()
