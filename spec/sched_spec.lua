@@ -79,7 +79,7 @@ describe('lr_scheduler against PyTorch 1.13', function()
     replay('plateau', function(o) return S.ReduceLROnPlateau(o, { factor = 0.5, patience = 2 }) end,
       nil, nil, nil, fx.plateau_metrics)
     replay('plateau_max', function(o)
-      return S.ReduceLROnPlateau(o, { mode = 'max', factor = 0.1, patience = 1, threshold = 0.05,
+      return S.ReduceLROnPlateau(o, 'max', { factor = 0.1, patience = 1, threshold = 0.05,
         threshold_mode = 'abs', cooldown = 2, min_lr = { 1e-4, 1e-3 } })
     end, { 0.1, 0.05 }, nil, nil, fx.plateau_max)
   end)

@@ -562,15 +562,25 @@ end
 
 -- ---------------------------------------------------------------- ReduceLROnPlateau
 
+-- ReduceLROnPlateau(opt [, mode] [, opts]).
 -- step(metric): lr * factor (not below min_lr) once the metric has not improved for more
 -- than patience steps; improving means below best * (1 - threshold) in mode 'min' with
 -- threshold_mode 'rel' (best - threshold with 'abs'; above, in mode 'max').
 local Plateau = torch.class('optim.lr_scheduler.ReduceLROnPlateau')
 S.ReduceLROnPlateau = Plateau
 
-function Plateau:__init(opt, opts)
+function Plateau:__init(opt, mode, opts)
   self.name = 'optim.lr_scheduler.ReduceLROnPlateau'
   check_optimizer(self.name, opt)
+  if type(mode) == 'string' then   -- PyTorch's positional mode: ReduceLROnPlateau(opt, 'max', {...})
+    opts = opts or {}
+    if opts.mode ~= nil then fail('%s: mode given both as argument 2 and as an option', self.name) end
+    local o = { mode = mode }
+    for k, v in pairs(opts) do o[k] = v end
+    opts = o
+  elseif opts == nil then
+    opts = mode
+  end
   local s = options.check(self.name, opts, {
     mode = 'min', factor = 0.1, patience = 10, threshold = 1e-4, threshold_mode = 'rel',
     cooldown = 0, min_lr = 0, eps = 1e-8, verbose = false,
