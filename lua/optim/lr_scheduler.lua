@@ -296,23 +296,26 @@ end
 
 -- base_lr * lr_lambda(epoch): one function for every group, or a list with one per group
 local LambdaLR = scheduler('LambdaLR', { 'lr_lambda' }, { lr_lambda = required },
-  function(self, opt, s)
-    local f, n = s.lr_lambda, #opt.param_groups
-    local callable = function(v)
-      local mt = getmetatable(v)
-      return type(v) == 'function' or (mt ~= nil and type(mt) == 'table' and mt.__call ~= nil)
-    end
-    self.lr_lambdas = {}
-    if type(f) == 'table' and not callable(f) then
-      if #f ~= n then fail('%s: expected %d lr_lambdas, but got %d', self.name, n, #f) end
-      for i = 1, n do self.lr_lambdas[i] = f[i] end
-    else
-      for i = 1, n do self.lr_lambdas[i] = f end
-    end
-    for i, fn in ipairs(self.lr_lambdas) do
-      if not callable(fn) then fail('%s: lr_lambda %d must be a function, got %s', self.name, i, type(fn)) end
-    end
-  end)
+  function(self, opt, s) self:_lambdas(opt, s) end)
+
+-- lr_lambda: one function for every group, or a list with one per group
+function LambdaLR:_lambdas(opt, s)
+  local f, n = s.lr_lambda, #opt.param_groups
+  local callable = function(v)
+    local mt = getmetatable(v)
+    return type(v) == 'function' or (mt ~= nil and type(mt) == 'table' and mt.__call ~= nil)
+  end
+  self.lr_lambdas = {}
+  if type(f) == 'table' and not callable(f) then
+    if #f ~= n then fail('%s: expected %d lr_lambdas, but got %d', self.name, n, #f) end
+    for i = 1, n do self.lr_lambdas[i] = f[i] end
+  else
+    for i = 1, n do self.lr_lambdas[i] = f end
+  end
+  for i, fn in ipairs(self.lr_lambdas) do
+    if not callable(fn) then fail('%s: lr_lambda %d must be a function, got %s', self.name, i, type(fn)) end
+  end
+end
 
 function LambdaLR:get_lr()
   local out = {}
@@ -348,6 +351,70 @@ end
 function LinearLR:_closed_form_lr()
   local out, a, b, n = {}, self.start_factor, self.end_factor, self.total_iters
   for i, base in ipairs(self.base_lrs) do out[i] = base * (a + (b - a) * math.min(n, self.last_epoch) / n) end
+  return out
+end
+
+-- lr * lr_lambda(epoch) every epoch after the first (one function, or one per group)
+local MultiplicativeLR = scheduler('MultiplicativeLR', { 'lr_lambda' }, { lr_lambda = required },
+  function(self, opt, s) LambdaLR._lambdas(self, opt, s) end)
+
+function MultiplicativeLR:get_lr()
+  local lrs = self:_lrs()
+  if self.last_epoch <= 0 then return lrs end
+  for i = 1, #lrs do
+    local f = self.lr_lambdas[i](self.last_epoch)
+    if type(f) ~= 'number' then fail('%s: lr_lambda %d returned %s, not a number', self.name, i, tostring(f)) end
+    lrs[i] = lrs[i] * f
+  end
+  return lrs
+end
+
+-- factor * lr until total_iters epochs have passed, then lr
+local ConstantLR = scheduler('ConstantLR', { 'factor', 'total_iters' }, { factor = 1 / 3, total_iters = 5 },
+  function(self, opt, s)
+    self.factor = number(self.name, 'factor (expected between 0 and 1)', s.factor, 0, 1)
+    if self.factor == 0 then fail('%s: factor must be above 0', self.name) end
+    self.total_iters = positive_integer(self.name, 'total_iters', s.total_iters)
+  end)
+
+function ConstantLR:get_lr()
+  local lrs = self:_lrs()
+  if self.last_epoch == 0 then
+    for i = 1, #lrs do lrs[i] = lrs[i] * self.factor end
+  elseif self.last_epoch == self.total_iters then
+    for i = 1, #lrs do lrs[i] = lrs[i] * (1.0 / self.factor) end
+  end
+  return lrs
+end
+
+function ConstantLR:_closed_form_lr()
+  local out = {}
+  for i, b in ipairs(self.base_lrs) do
+    out[i] = b * (self.factor + (self.last_epoch >= self.total_iters and 1 or 0) * (1 - self.factor))
+  end
+  return out
+end
+
+-- base_lr * (1 - epoch / total_iters)^power, then 0
+local PolynomialLR = scheduler('PolynomialLR', { 'total_iters', 'power' }, { total_iters = 5, power = 1.0 },
+  function(self, opt, s)
+    self.total_iters = positive_integer(self.name, 'total_iters', s.total_iters)
+    self.power = number(self.name, 'power', s.power)
+  end)
+
+function PolynomialLR:get_lr()
+  local lrs, e, n = self:_lrs(), self.last_epoch, self.total_iters
+  if e == 0 or e > n then return lrs end
+  local decay = ((1.0 - e / n) / (1.0 - (e - 1) / n)) ^ self.power
+  for i = 1, #lrs do lrs[i] = lrs[i] * decay end
+  return lrs
+end
+
+function PolynomialLR:_closed_form_lr()
+  local out = {}
+  for i, b in ipairs(self.base_lrs) do
+    out[i] = b * (1.0 - math.min(self.total_iters, self.last_epoch) / self.total_iters) ^ self.power
+  end
   return out
 end
 
@@ -559,6 +626,36 @@ function Sequential:load_state_dict(sd)
   LRScheduler.load_state_dict(self, sd)
   for i, s in ipairs(sd._schedulers or {}) do self._schedulers[i]:load_state_dict(s) end
 end
+
+-- ---------------------------------------------------------------- ChainedScheduler
+
+-- every scheduler's step at each step (their factors multiply), all on one optimizer
+local Chained = torch.class('optim.lr_scheduler.ChainedScheduler', 'optim.lr_scheduler.LRScheduler')
+S.ChainedScheduler = Chained
+
+function Chained:__init(schedulers)
+  self.name = 'optim.lr_scheduler.ChainedScheduler'
+  if type(schedulers) ~= 'table' or #schedulers == 0 then fail('%s: expected a list of schedulers', self.name) end
+  for i, sc in ipairs(schedulers) do
+    if not torch.isinstance(sc, 'optim.lr_scheduler.LRScheduler') then
+      fail('%s: scheduler %d is a %s, not a learning rate scheduler', self.name, i, torch.type(sc))
+    end
+    if sc.optimizer ~= schedulers[1].optimizer then
+      fail('%s: ChainedScheduler expects all schedulers to belong to the same optimizer, but got schedulers at index 1 and %d to be different', self.name, i)
+    end
+  end
+  self._schedulers = { table.unpack(schedulers) }
+  self.optimizer = schedulers[1].optimizer
+  self._last_lr = self:_lrs()
+end
+
+function Chained:step()
+  for _, sc in ipairs(self._schedulers) do sc:step() end
+  self._last_lr = self:_lrs()
+end
+
+Chained.state_dict = Sequential.state_dict
+Chained.load_state_dict = Sequential.load_state_dict
 
 -- ---------------------------------------------------------------- ReduceLROnPlateau
 
