@@ -318,7 +318,7 @@ static int t_backward(lua_State *L)
     int opts = lua_istable(L, 2) && !lt_test(L, 2) ? 2 : 3;
     dp_tensor *grad = opts == 3 && !lua_isnoneornil(L, 2) ? lt_check(L, 2) : NULL;
     bool retain = lt_optfield_bool(L, opts, "retain_graph", false);
-    return dp_backward(t, grad, retain) == 0 ? 0 : lt_raise(L);
+    return lt_run_backward(L, t, grad, retain) == 0 ? 0 : lt_raise(L);
 }
 
 static int t_requires_grad_(lua_State *L)

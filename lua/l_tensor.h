@@ -27,6 +27,10 @@ extern const luaL_Reg lt_op_functions[];      /* l_ops.c: torch.* only (where) *
 extern const luaL_Reg lt_grad_functions[];    /* l_grad.c: torch.no_grad ... */
 extern const luaL_Reg lt_vision_functions[];  /* l_vision.c: torch._C.pool2d */
 extern const luaL_Reg lt_sort_functions[];    /* l_sort.c: sort, topk, cumsum ... */
+extern const luaL_Reg lt_function_functions[]; /* l_function.c: custom_attach, autograd_grad */
+extern const luaL_Reg lt_random_functions[];   /* l_random.c: draws from a given stream */
+/* dp_backward run so that custom Function nodes can call back into L (l_function.c) */
+int lt_run_backward(lua_State *L, dp_tensor *root, dp_tensor *grad, bool retain);
 
 /* Sets every *_functions entry in the table on top of the stack (torch._C and the methods). */
 void lt_set_functions(lua_State *L);

@@ -169,7 +169,7 @@ describe('optim.Adam and optim.AdamW', function()
     expect_error(function() optim.Adam({ p }, { eps = -1 }) end, 'epsilon')
     expect_error(function() optim.AdamW({ p }, { weight_decay = -1 }) end, 'weight_decay')
     expect_error(function() optim.AdamW({ p }, { betas1 = 0.5 }) end, 'betas1')
-    expect_error(function() optim.Adam({ p }, { amsgrad = true }) end, 'amsgrad')
+    expect_error(function() optim.Adam({ p }, { amsgrad = 1 }) end, 'amsgrad')
   end)
 end)
 

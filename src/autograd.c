@@ -107,6 +107,7 @@ void dp_node_release(dp_node *n)
         dp_node *x = stack;
         stack = x->next_in_order;
         node_free_saved(x);
+        if (x->user_free) x->user_free(x->user);
         dp_tensor_release(x->grad_acc);
         for (int i = 0; i < x->n_inputs; i++) {
             dp_tensor_release(x->in[i].leaf);
@@ -200,7 +201,50 @@ static int accumulate_leaf(dp_tensor *leaf, dp_tensor *g)
     return accumulate(&leaf->grad, g);
 }
 
+/* What torch.autograd.grad asks of a backward pass: instead of accumulating into the
+ * leaves' .grad (and running their hooks), the gradients of the n tensors `of` (leaves or
+ * not) are accumulated into out[0..n-1]. */
+typedef struct {
+    int n;
+    dp_tensor *const *of;
+    dp_tensor **out;
+} capture;
+
+static int capture_leaf(const capture *c, dp_tensor *leaf, dp_tensor *g)
+{
+    for (int j = 0; j < c->n; j++)
+        if (c->of[j] == leaf && accumulate(&c->out[j], g)) return -1;
+    return 0;
+}
+
+static int capture_node(const capture *c, dp_node *x, dp_tensor *g)
+{
+    for (int j = 0; j < c->n; j++)
+        if (c->of[j]->grad_fn == x && accumulate(&c->out[j], g)) return -1;
+    return 0;
+}
+
+static int run_backward(dp_tensor *root, dp_tensor *grad, bool retain_graph, const capture *want);
+
 int dp_backward(dp_tensor *root, dp_tensor *grad, bool retain_graph)
+{
+    return run_backward(root, grad, retain_graph, NULL);
+}
+
+int dp_grad(dp_tensor *root, dp_tensor *grad, bool retain_graph, int n, dp_tensor *const *inputs, dp_tensor **out)
+{
+    for (int j = 0; j < n; j++) {
+        out[j] = NULL;
+        if (!inputs[j]->requires_grad)
+            return dp_error("grad: input %d does not require grad (one of the differentiated tensors does not require grad)", j + 1);
+    }
+    capture c = { n, inputs, out };
+    int rc = run_backward(root, grad, retain_graph, &c);
+    if (rc) for (int j = 0; j < n; j++) { dp_tensor_release(out[j]); out[j] = NULL; }
+    return rc;
+}
+
+static int run_backward(dp_tensor *root, dp_tensor *grad, bool retain_graph, const capture *want)
 {
     char a[128], b[128];
     if (!root->requires_grad)
@@ -223,8 +267,11 @@ int dp_backward(dp_tensor *root, dp_tensor *grad, bool retain_graph)
     dp_set_grad_enabled(false);
     int rc = 0;
     if (!root->grad_fn) {          /* a leaf */
-        rc = accumulate_leaf(root, g0);
-        if (!rc && root->grad_ready) root->grad_ready(root->grad_ready_ctx, root);
+        if (want) rc = capture_leaf(want, root, g0);
+        else {
+            rc = accumulate_leaf(root, g0);
+            if (!rc && root->grad_ready) root->grad_ready(root->grad_ready_ctx, root);
+        }
         dp_tensor_release(g0);
         dp_set_grad_enabled(was);
         return rc;
@@ -269,6 +316,7 @@ int dp_backward(dp_tensor *root, dp_tensor *grad, bool retain_graph)
         dp_node *x = ready[--top];
         dp_tensor *g = x->grad_acc;
         x->grad_acc = NULL;
+        if (want && capture_node(want, x, g)) { rc = -1; dp_tensor_release(g); break; }
         dp_tensor *gin[64] = { 0 };
         dp_tensor **gins = x->n_inputs <= 64 ? gin : calloc((size_t)x->n_inputs, sizeof *gins);
         if (!gins) { rc = dp_error("out of memory"); dp_tensor_release(g); break; }
@@ -284,10 +332,11 @@ int dp_backward(dp_tensor *root, dp_tensor *grad, bool retain_graph)
                     if (!moved) { rc = -1; continue; }
                 }
                 if (e->fn) rc = accumulate(&e->fn->grad_acc, gins[i]);
+                else if (want) rc = capture_leaf(want, e->leaf, gins[i]);
                 else rc = accumulate_leaf(e->leaf, gins[i]);
             }
             if (e->fn && --e->fn->deps == 0 && !rc) ready[top++] = e->fn;
-            if (e->leaf && --e->leaf->grad_ready_pending == 0 && !rc && e->leaf->grad_ready)
+            if (e->leaf && --e->leaf->grad_ready_pending == 0 && !rc && !want && e->leaf->grad_ready)
                 e->leaf->grad_ready(e->leaf->grad_ready_ctx, e->leaf);
             dp_tensor_release(gins[i]);
         }

@@ -176,6 +176,16 @@ int dp_normal_(dp_tensor *t, double mean, double std);
 /* A random permutation of 0..n-1 (int64, CPU), drawn from (seed, offset) when
  * use_generator is true, else from the global stream. */
 dp_tensor *dp_randperm(int64_t n, bool use_generator, uint64_t seed, uint64_t offset);
+/* t filled in place from the stream (seed, offset), element i (row-major) from counter
+ * offset + i: dist 0 uniform [a, b) (float dtypes), 1 normal(mean a, std b) (float),
+ * 2 integers in [a, b) (any dtype).  A generator's draws; the caller advances its offset
+ * by numel. */
+int dp_random_fill_(dp_tensor *t, int dist, double a, double b, uint64_t seed, uint64_t offset);
+/* torch.multinomial: n category indices (0-based, int64) per row of probs ([C] or [R, C],
+ * non-negative weights), drawn with or without replacement from the stream (seed, offset),
+ * which the draw uses R * (replacement ? n : C) counters of.  Runs on the host; the result
+ * is on probs' device. */
+dp_tensor *dp_multinomial(dp_tensor *probs, int64_t n, bool replacement, uint64_t seed, uint64_t offset);
 /* The exact mapping from (seed, counter) to values is in philox.h. */
 
 /* ---- views (share storage; differentiable) */
@@ -362,6 +372,20 @@ void dp_set_grad_enabled(bool on);
 int dp_set_requires_grad(dp_tensor *t, bool on);   /* leaves only; float dtypes only */
 /* Backward from root: grad may be NULL for a one-element root. */
 int dp_backward(dp_tensor *root, dp_tensor *grad, bool retain_graph);
+/* torch.autograd.grad: the gradients of root (times grad) with respect to the n inputs
+ * (tensors that require grad, leaves or not) in out[] (new references; NULL for an input
+ * the graph does not reach), leaving every .grad alone. */
+int dp_grad(dp_tensor *root, dp_tensor *grad, bool retain_graph, int n, dp_tensor *const *inputs, dp_tensor **out);
+/* A custom autograd node (torch.autograd.Function): makes out, a tensor without history,
+ * the output of a node over the n inputs (NULL entries allowed) whose backward calls
+ * fn(user, grad, n, grad_inputs), which fills grad_inputs[i] (new references, NULL for
+ * none) and returns 0, or -1 with the message set.  When the node is freed, free_fn(user)
+ * is called (on whatever thread releases it).  Records nothing and returns 0 when no input
+ * needs a gradient or grad mode is off; 1 when out was attached; -1 on error.  name is
+ * copied. */
+typedef int (*dp_custom_backward_fn)(void *user, dp_tensor *grad, int n, dp_tensor **grad_inputs);
+int dp_custom_attach(dp_tensor *out, const char *name, int n, dp_tensor *const *inputs,
+                     dp_custom_backward_fn fn, void (*free_fn)(void *user), void *user);
 /* "AddBackward0", ... for tostring and t.grad_fn */
 const char *dp_node_name(const dp_node *n);
 void dp_node_retain(dp_node *n);

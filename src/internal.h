@@ -34,6 +34,9 @@ struct dp_node {
     dp_node *next_in_order;
     int visit;
     int n_inputs;
+    /* a custom node's (autograd_custom.c): what its backward calls, released with the node */
+    void *user;
+    void (*user_free)(void *user);
     dp_edge in[];                /* n_inputs edges */
 };
 

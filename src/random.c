@@ -18,11 +18,10 @@ void dp_manual_seed(uint64_t seed) { atomic_store(&g_seed, seed); atomic_store(&
 uint64_t dp_initial_seed(void) { return atomic_load(&g_seed); }
 uint64_t dp_rng_reserve(uint64_t n) { return atomic_fetch_add(&g_offset, n); }
 
-static int fill_random(dp_tensor *t, dp_rng_dist dist, double a, double b)
+/* t filled from the stream (seed, off): element i (row-major) from Philox counter off + i */
+static int fill_stream(dp_tensor *t, dp_rng_dist dist, double a, double b, uint64_t seed, uint64_t off)
 {
-    int64_t n = dp_numel(t);
-    if (!n) return 0;
-    uint64_t seed = dp_initial_seed(), off = dp_rng_reserve((uint64_t)n);
+    if (!dp_numel(t)) return 0;
     dp_tensor *dst = dp_is_contiguous(t) ? t : dp_empty(t->ndim, t->sizes, t->dtype, t->device);
     if (!dst) return -1;
     dp_view v = dp_view_of(dst);
@@ -31,6 +30,29 @@ static int fill_random(dp_tensor *t, dp_rng_dist dist, double a, double b)
     if (dst != t) dp_tensor_release(dst);
     if (!rc) dp_bump_version(t);
     return rc;
+}
+
+static int fill_random(dp_tensor *t, dp_rng_dist dist, double a, double b)
+{
+    int64_t n = dp_numel(t);
+    if (!n) return 0;
+    uint64_t seed = dp_initial_seed(), off = dp_rng_reserve((uint64_t)n);
+    return fill_stream(t, dist, a, b, seed, off);
+}
+
+int dp_random_fill_(dp_tensor *t, int dist, double a, double b, uint64_t seed, uint64_t offset)
+{
+    if (dp_check_inplace(t, "random")) return -1;
+    if (dist != DP_RNG_UNIFORM && dist != DP_RNG_NORMAL && dist != DP_RNG_RANDINT)
+        return dp_error("random: unknown distribution %d", dist);
+    if (dist != DP_RNG_RANDINT && dp_need_float(t->dtype, dist == DP_RNG_UNIFORM ? "uniform_" : "normal_")) return -1;
+    if (dist == DP_RNG_UNIFORM && !(a <= b)) return dp_error("uniform_: expects a <= b, got a=%g and b=%g", a, b);
+    if (dist == DP_RNG_NORMAL && !(b >= 0)) return dp_error("normal_: expects std >= 0, got %g", b);
+    if (dist == DP_RNG_RANDINT) {
+        if (!(b > a)) return dp_error("random_: expects 'from' to be less than 'to', but got from=%.17g >= to=%.17g", a, b);
+        if (t->dtype == DP_BOOL && (a < 0 || b > 2)) return dp_error("random_: a bool tensor takes values in [0, 2), got [%.17g, %.17g)", a, b);
+    }
+    return fill_stream(t, (dp_rng_dist)dist, a, b, seed, offset);
 }
 
 dp_tensor *dp_random_new(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev, dp_rng_dist dist, double a, double b)

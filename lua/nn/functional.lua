@@ -1,4 +1,4 @@
--- nn.functional: the stateless forms of the layers and losses.  Each is one engine call;
+-- nn.functional: the stateless forms of the layers and losses.  Most are one engine call;
 -- the layer classes (nn.Linear, nn.MSELoss ...) call these.
 local torch = require 'torch'
 local C = require 'torch._C'
@@ -63,23 +63,10 @@ function F.mse_loss(input, target, opts)
   return C.mse_loss(input, target, reduction('mse_loss', opts))
 end
 
--- input [N, C] (or [C]); target: int64 class indices, 1-based (a tensor, or a Lua array).
-local function class_target(who, target)
-  if type(target) == 'table' then return end
-  check(who, target, 'target')
-  if target.dtype ~= 'int64' then
-    utils.error(('%s: target must be an int64 tensor of 1-based class indices, got %s'):format(who, target.dtype))
-  end
-end
-
-function F.cross_entropy(input, target, opts)
-  check('cross_entropy', input, 'input'); class_target('cross_entropy', target)
-  return C.cross_entropy(input, target, reduction('cross_entropy', opts))
-end
-
-function F.nll_loss(input, target, opts)
-  check('nll_loss', input, 'input'); class_target('nll_loss', target)
-  return C.nll_loss(input, target, reduction('nll_loss', opts))
+-- The other losses (l1, smooth_l1, huber, binary_cross_entropy[_with_logits], kl_div) and
+-- cross_entropy / nll_loss with their options: lua/nn/losses.lua.
+for name, fn in pairs(require 'nn.losses') do
+  if type(fn) == 'function' and name ~= 'options' then F[name] = fn end
 end
 
 -- pooling, batch_norm, dropout2d, pad, interpolate

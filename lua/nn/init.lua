@@ -32,5 +32,7 @@ for _, name in ipairs {
   rawset(nn, name, require('nn.' .. name))
 end
 require 'nn.legacy'   -- Torch7's protocol: m:forward keeps m.output, backward, criteria
+-- nn.init, the weight initializers (this file is the package's loader, so they live apart)
+rawset(nn, 'init', require 'nn.initializers')
 
 return nn

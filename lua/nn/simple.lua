@@ -1,9 +1,11 @@
 -- Modules that are one function of their input: elementwise activations (module(x) is
--- fn(x)) and losses (module(input, target) is fn(input, target, reduction), with
--- {reduction = 'mean' | 'sum' | 'none'} given to the constructor).  Each has its own file
+-- fn(x)) and losses (module(input, target) is fn(input, target, opts), with
+-- {reduction = 'mean' | 'sum' | 'none', ...} given to the constructor).  Each has its own file
 -- too (lua/nn/ReLU.lua ...), so require 'nn.ReLU' works, and nn.ReLU is found on first use.
 local torch = require 'torch'
 local F = require 'nn.functional'
+local losses = require 'nn.losses'
+local options = require 'torch.options'
 
 local M = {}
 
@@ -15,14 +17,26 @@ local function activation(name, fn)
   M[name] = class
 end
 
--- nn.NAME([{reduction='mean'}]): fn(input, target, reduction).
-local function loss(name, fn)
+-- nn.NAME([{reduction='mean', ...}]): fn(input, target, {reduction=, ...}).  defaults are
+-- the loss's other options; tensor options (weight, pos_weight) are buffers, so they move
+-- with the module.
+local function loss(name, fn, defaults, reductions)
   local class, parent = torch.class('nn.' .. name, 'nn.Module')
+  defaults = defaults or {}
   function class:__init(opts)
     parent.__init(self)
-    self.reduction = F._reduction('nn.' .. name, opts)
+    local o = losses.options('nn.' .. name, opts, defaults, reductions)
+    self.reduction = o.reduction
+    for k in pairs(defaults) do
+      local v = o[k]
+      if torch.is_tensor(v) then self:register_buffer(k, v) elseif v ~= nil then self[k] = v end
+    end
   end
-  function class:forward(input, target) return fn(input, target, self.reduction) end
+  function class:forward(input, target)
+    local o = { reduction = self.reduction }
+    for k in pairs(defaults) do o[k] = self[k] end
+    return fn(input, target, o)
+  end
   M[name] = class
 end
 
@@ -31,10 +45,17 @@ activation('ReLU', F.relu)
 activation('Sigmoid', F.sigmoid)
 activation('Tanh', F.tanh)
 
+local none = options.none
 loss('MSELoss', F.mse_loss)
--- input [N, C] raw scores, target int64 [N] class indices, 1-based
-loss('CrossEntropyLoss', F.cross_entropy)
+-- input [N, C] raw scores, target int64 [N] class indices, 1-based, or class probabilities
+loss('CrossEntropyLoss', F.cross_entropy, { weight = none, ignore_index = -100, label_smoothing = 0.0 })
 -- input [N, C] log-probabilities, target int64 [N] class indices, 1-based
-loss('NLLLoss', F.nll_loss)
+loss('NLLLoss', F.nll_loss, { weight = none, ignore_index = -100 })
+loss('L1Loss', F.l1_loss)
+loss('SmoothL1Loss', F.smooth_l1_loss, { beta = 1.0 })
+loss('HuberLoss', F.huber_loss, { delta = 1.0 })
+loss('BCELoss', F.binary_cross_entropy, { weight = none })
+loss('BCEWithLogitsLoss', F.binary_cross_entropy_with_logits, { weight = none, pos_weight = none })
+loss('KLDivLoss', F.kl_div, { log_target = false }, { mean = true, sum = true, none = true, batchmean = true })
 
 return M

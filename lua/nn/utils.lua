@@ -43,4 +43,94 @@ function utils.check_tensor(who, x, what)
   return x
 end
 
+-- ---------------------------------------------------------------- gradients and parameters
+
+-- parameters: a tensor, an array of tensors, or an iterator (model:parameters() is both)
+local function tensor_list(who, params)
+  if torch.is_tensor(params) then return { params } end
+  local list = {}
+  if type(params) == 'function' then
+    for a, b in params do list[#list + 1] = torch.is_tensor(a) and a or b end
+  elseif type(params) == 'table' then
+    for i, p in ipairs(params) do
+      if not torch.is_tensor(p) then utils.error(('%s: parameter %d is a %s, not a tensor'):format(who, i, type(p))) end
+      list[i] = p
+    end
+  else
+    utils.error(('%s: parameters must be a tensor, a table of tensors or an iterator, got %s'):format(who, type(params)))
+  end
+  return list
+end
+
+-- clip_grad_norm_(parameters, max_norm [, norm_type=2 | {norm_type=2, error_if_nonfinite=false}]):
+-- scales the gradients in place so that their norm, taken as one vector, is at most
+-- max_norm (as PyTorch: by max_norm / (norm + 1e-6) when that is below 1); returns that
+-- total norm (a 0-dim tensor).  norm_type may be math.huge.
+function utils.clip_grad_norm_(params, max_norm, norm_type, opts)
+  local who = 'nn.utils.clip_grad_norm_'
+  if type(norm_type) == 'table' then norm_type, opts = nil, norm_type end
+  local o = options.check(who, opts, { norm_type = 2.0, error_if_nonfinite = false })
+  norm_type = norm_type or o.norm_type
+  if type(max_norm) ~= 'number' then utils.error(('%s: max_norm must be a number, got %s'):format(who, type(max_norm))) end
+  if type(norm_type) ~= 'number' then utils.error(('%s: norm_type must be a number, got %s'):format(who, type(norm_type))) end
+  local grads = {}
+  for _, p in ipairs(tensor_list(who, params)) do
+    if p.grad ~= nil then grads[#grads + 1] = p.grad end
+  end
+  if #grads == 0 then return torch.tensor(0.0) end
+  local device = grads[1].device
+  return torch.no_grad(function()
+    local norms = {}
+    for i, g in ipairs(grads) do norms[i] = g:detach():norm(norm_type):to(device) end
+    local total = norms[1]
+    if #norms > 1 then
+      total = norm_type == math.huge and torch.stack(norms):max() or torch.stack(norms):norm(norm_type)
+    end
+    if o.error_if_nonfinite and not total:isfinite():item() then
+      utils.error(('%s: The total norm of order %s for gradients from `parameters` is non-finite, so it cannot be clipped. To disable this error and scale the gradients by the non-finite norm anyway, set `error_if_nonfinite=false`')
+        :format(who, tostring(norm_type)))
+    end
+    local coef = (max_norm / (total + 1e-6)):clamp(nil, 1.0)
+    for _, g in ipairs(grads) do g:mul_(coef:to(g.device)) end
+    return total
+  end)
+end
+
+-- clip_grad_value_(parameters, clip_value): each gradient clamped into [-clip_value, clip_value]
+function utils.clip_grad_value_(params, clip_value)
+  local who = 'nn.utils.clip_grad_value_'
+  if type(clip_value) ~= 'number' then utils.error(('%s: clip_value must be a number, got %s'):format(who, type(clip_value))) end
+  torch.no_grad(function()
+    for _, p in ipairs(tensor_list(who, params)) do
+      if p.grad ~= nil then p.grad:clamp_(-clip_value, clip_value) end
+    end
+  end)
+end
+
+-- parameters_to_vector(parameters): one flat tensor of all the parameters, in order
+function utils.parameters_to_vector(params)
+  local flat = {}
+  for i, p in ipairs(tensor_list('nn.utils.parameters_to_vector', params)) do flat[i] = p:reshape(-1) end
+  return torch.cat(flat)
+end
+
+-- vector_to_parameters(vec, parameters): the inverse, copied into the parameters in place
+function utils.vector_to_parameters(vec, params)
+  local who = 'nn.utils.vector_to_parameters'
+  utils.check_tensor(who, vec, 'vec')
+  local list, total = tensor_list(who, params), 0
+  for _, p in ipairs(list) do total = total + p:numel() end
+  if vec:dim() ~= 1 or vec:numel() ~= total then
+    utils.error(('%s: expected a vector of %d elements (the parameters\' total), got %s'):format(who, total, utils.shape(vec)))
+  end
+  torch.no_grad(function()
+    local at = 1
+    for _, p in ipairs(list) do
+      local n = p:numel()
+      p:copy_(vec:narrow(1, at, n):reshape(p:size()))
+      at = at + n
+    end
+  end)
+end
+
 return utils

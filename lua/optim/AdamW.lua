@@ -1,4 +1,5 @@
--- optim.AdamW(params, {lr=1e-3, betas={0.9, 0.999}, eps=1e-8, weight_decay=1e-2}): Adam
+-- optim.AdamW(params, {lr=1e-3, betas={0.9, 0.999}, eps=1e-8, weight_decay=1e-2,
+-- amsgrad=false, maximize=false}): Adam
 -- with decoupled weight decay (PyTorch 1.13's rule): before the Adam step,
 --   p = p * (1 - lr * weight_decay)
 -- and the gradient itself is left alone.

@@ -158,6 +158,14 @@ function Optimizer:load_state_dict(sd)
   self.state = state
 end
 
+-- A check of one setting, shared by the optimizers: v must be a number in [lo, hi] (no
+-- upper bound when hi is nil), else PyTorch's "invalid <what>" error.
+function Optimizer:check_number(what, v, lo, hi)
+  if type(v) ~= 'number' or v ~= v or v < lo or (hi ~= nil and v > hi) then
+    utils.error(('%s: invalid %s: %s'):format(self.name, what, tostring(v)))
+  end
+end
+
 function Optimizer:update()
   utils.error(('%s: update is not implemented'):format(self.name))
 end

@@ -1,6 +1,7 @@
--- optim.SGD(params, {lr=, momentum=0, dampening=0, weight_decay=0, nesterov=false}):
+-- optim.SGD(params, {lr=, momentum=0, dampening=0, weight_decay=0, nesterov=false,
+-- maximize=false}):
 -- stochastic gradient descent with PyTorch 1.13's rule, one engine call per parameter:
---   g = grad + weight_decay * p
+--   g = grad (-grad with maximize) + weight_decay * p
 --   buf = g on the first step, else momentum * buf + (1 - dampening) * g
 --   g = g + momentum * buf with nesterov, else buf       (when momentum ~= 0)
 --   p = p - lr * g
@@ -13,6 +14,7 @@ local SGD, parent = torch.class('optim.SGD', 'optim.Optimizer')
 function SGD:__init(params, opts)
   local defaults = utils.options('optim.SGD', opts, {
     lr = parent.required, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false,
+    maximize = false,
   })
   parent.__init(self, params, defaults, 'optim.SGD')
 end
@@ -42,6 +44,7 @@ function SGD:update(p, grad, group, state)
       state.momentum_buffer, first = buf, true
     end
   end
+  if group.maximize then grad = -grad end
   C.sgd_step(p, grad, buf, {
     lr = group.lr, momentum = group.momentum, dampening = group.dampening,
     weight_decay = group.weight_decay, nesterov = group.nesterov and true or false,

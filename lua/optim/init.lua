@@ -1,10 +1,12 @@
--- optim: optimizers with PyTorch's update rules: optim.SGD, optim.Adam, optim.AdamW.
+-- optim: optimizers with PyTorch's update rules: optim.SGD, optim.Adam, optim.AdamW,
+-- optim.Adadelta, optim.RMSprop, optim.Adagrad, and the learning rate schedulers
+-- (optim.lr_scheduler).
 -- Each takes model:parameters() (or a list of parameter groups) and an options table.
 
 local optim = {}
 package.loaded.optim = optim
 
-for _, name in ipairs { 'Optimizer', 'SGD', 'Adam', 'AdamW', 'Logger' } do
+for _, name in ipairs { 'Optimizer', 'SGD', 'Adam', 'AdamW', 'Adadelta', 'RMSprop', 'Adagrad', 'lr_scheduler', 'Logger' } do
   rawset(optim, name, require('optim.' .. name))
 end
 

@@ -1,5 +1,6 @@
 -- torch.autograd: gradcheck, which compares the gradients autograd computes with
--- central differences, and backward over several outputs at once.
+-- central differences, and backward over several outputs at once; Function (custom ops
+-- in Lua) and grad live in lua/torch/function.lua.
 -- Set on first use: torch/init.lua may load this file while torch itself is loading.
 local torch, utils
 local function load()
@@ -220,5 +221,16 @@ function autograd.backward(tensors, grads, opts)
   end
   return root:backward(nil, opts)
 end
+
+-- Function and grad, loaded on first use (torch may still be loading when this file is)
+function autograd.grad(...) return require('torch.function').grad(...) end
+setmetatable(autograd, {
+  __index = function(t, k)
+    if k ~= 'Function' then return nil end
+    local v = require('torch.function').Function
+    rawset(t, k, v)
+    return v
+  end,
+})
 
 return autograd

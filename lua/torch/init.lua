@@ -146,6 +146,9 @@ function Generator:manual_seed(seed)
 end
 function Generator:initial_seed() return self.seed end
 
+-- the random draws with a generator= option (torch.rand ..., t:uniform_ ..., multinomial)
+require('torch.random').install(torch)
+
 -- the module, or nil when this build doesn't have it
 local function load_module(name)
   if package.loaded[name] ~= nil or package.preload[name] then return require(name) end

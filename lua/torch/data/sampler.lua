@@ -107,6 +107,60 @@ function RandomSampler:__len()
   return Dataset.length(self.data_source)
 end
 
+-- SubsetRandomSampler(indices [, {generator=}]): the given indices (1-based), in a new
+-- random order every epoch.
+local SubsetRandomSampler, subparent = torch.class('torch.data.SubsetRandomSampler', 'torch.data.Sampler')
+
+function SubsetRandomSampler:__init(indices, opts)
+  subparent.__init(self, nil)
+  if type(indices) ~= 'table' and not torch.is_tensor(indices) then
+    error(('SubsetRandomSampler: indices must be a list or a tensor of indices, got %s'):format(type(indices)), 3)
+  end
+  self.subset = torch.is_tensor(indices) and indices:reshape(-1):tolist() or { table.unpack(indices) }
+  opts = check_options('SubsetRandomSampler', opts, { generator = true })
+  self.generator = math.type(opts.generator) == 'integer' and { seed = opts.generator } or opts.generator
+end
+
+function SubsetRandomSampler:indices()
+  local n = #self.subset
+  if n == 0 then return {} end
+  local perm = randperm(n, self.generator)
+  if torch.is_tensor(perm) then perm = perm:tolist() end
+  local out = {}
+  for i, k in ipairs(perm) do out[i] = self.subset[k] end
+  return out
+end
+
+function SubsetRandomSampler:__len() return #self.subset end
+
+-- WeightedRandomSampler(weights, num_samples [, {replacement=true, generator=}]): indices
+-- 1..#weights drawn in proportion to the weights (torch.multinomial's draws).
+local WeightedRandomSampler, wparent = torch.class('torch.data.WeightedRandomSampler', 'torch.data.Sampler')
+
+function WeightedRandomSampler:__init(weights, num_samples, opts)
+  wparent.__init(self, nil)
+  if type(weights) == 'table' then weights = torch.tensor(weights, { dtype = 'float64' }) end
+  if not torch.is_tensor(weights) or weights:dim() ~= 1 then
+    error(('WeightedRandomSampler: weights must be a list or a 1-D tensor, got %s'):format(
+      torch.is_tensor(weights) and ('a tensor of %d dims'):format(weights:dim()) or type(weights)), 3)
+  end
+  if math.type(num_samples) ~= 'integer' or num_samples <= 0 then
+    error(('WeightedRandomSampler: num_samples should be a positive integer value, but got num_samples=%s')
+      :format(tostring(num_samples)), 3)
+  end
+  opts = check_options('WeightedRandomSampler', opts, { replacement = true, generator = true })
+  self.weights = weights:to { dtype = 'float64', device = 'cpu' }
+  self.num_samples = num_samples
+  self.replacement = opts.replacement == nil and true or opts.replacement
+  self.generator = math.type(opts.generator) == 'integer' and { seed = opts.generator } or opts.generator
+end
+
+function WeightedRandomSampler:indices()
+  return torch.multinomial(self.weights, self.num_samples, { replacement = self.replacement, generator = self.generator }):tolist()
+end
+
+function WeightedRandomSampler:__len() return self.num_samples end
+
 local DistributedSampler, dparent = torch.class('torch.data.DistributedSampler', 'torch.data.Sampler')
 
 local function is_count(v) return math.type(v) == 'integer' end
@@ -203,6 +257,8 @@ return {
   Sampler = Sampler,
   SequentialSampler = SequentialSampler,
   RandomSampler = RandomSampler,
+  SubsetRandomSampler = SubsetRandomSampler,
+  WeightedRandomSampler = WeightedRandomSampler,
   DistributedSampler = DistributedSampler,
   randperm = randperm,
   check_options = check_options,
