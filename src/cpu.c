@@ -482,4 +482,8 @@ const dp_backend dp_cpu_backend = {
     .sgd_step = cpu_sgd_step,
     .adam_step = cpu_adam_step,
     .empty_cache = cpu_empty_cache,
+    /* convolution (cpu_conv.c) */
+    .conv_forward = dp_cpu_conv_forward,
+    .conv_backward_input = dp_cpu_conv_backward_input,
+    .conv_backward_weight = dp_cpu_conv_backward_weight,
 };

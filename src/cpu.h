@@ -105,4 +105,9 @@ int cpu_binary_scalar(dp_binary_op op, const dp_view *out, const dp_view *a, dou
 int cpu_where(const dp_view *out, const dp_view *cond, const dp_view *a, const dp_view *b);
 int cpu_reduce(dp_reduce_op op, const dp_view *out, const dp_view *idx, const dp_view *in, int dim);
 
+/* ---------------------------------------------------------------- convolution (cpu_conv.c) */
+int dp_cpu_conv_forward(int dtype, const dp_conv_geom *g, void *out, const void *in, const void *w, const void *b);
+int dp_cpu_conv_backward_input(int dtype, const dp_conv_geom *g, void *grad_in, const void *grad_out, const void *w);
+int dp_cpu_conv_backward_weight(int dtype, const dp_conv_geom *g, void *grad_w, const void *grad_out, const void *in);
+
 #endif

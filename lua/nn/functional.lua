@@ -82,4 +82,7 @@ function F.nll_loss(input, target, opts)
   return C.nll_loss(input, target, reduction('nll_loss', opts))
 end
 
+-- conv1d, conv2d, conv_transpose1d, conv_transpose2d (nn/convolution.lua)
+for name, f in pairs(require('nn.convolution').functional) do F[name] = f end
+
 return F
