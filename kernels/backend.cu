@@ -671,6 +671,9 @@ static const dp_backend g_cuda_backend = {
     /* max_memory_allocated */ cuda_max_memory_allocated,
     /* empty_cache          */ cuda_empty_cache,
     /* set_tf32             */ cuda_set_tf32,
+    /* conv_forward         */ dp_cuda_conv_forward,
+    /* conv_backward_input  */ dp_cuda_conv_backward_input,
+    /* conv_backward_weight */ dp_cuda_conv_backward_weight,
 };
 
 extern "C" const dp_backend *dp_cuda_backend_init(const dp_backend_host *host, int *device_count, char *err,
