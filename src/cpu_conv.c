@@ -1,33 +1,34 @@
 /* cpu_conv.c: the CPU backend's convolution kernels (backend.h's conv_forward,
- * conv_backward_input, conv_backward_weight): im2col / col2im of one image and group, and
- * OpenBLAS's GEMM on the columns.  A 1x1 convolution without stride or padding uses the
- * image itself as its columns.
+ * conv_backward_input, conv_backward_weight) as im2col / col2im and OpenBLAS's GEMM.
  *
- * The images of a batch run one after the other, each GEMM on OpenBLAS's threads.  That
- * was the fastest of the arrangements measured on the MNIST network's layers (see
- * bench/conv.lua): one GEMM over the whole batch's columns needs a transposing copy of
- * the output and a column buffer of the whole batch (42 MB for the second layer), and the
- * images split across the worker pool serialise on OpenBLAS's own lock. */
+ * The batch is cut into chunks of about 32 MB of buffers; in a chunk, the columns of all
+ * its images sit side by side ([C_in/groups * taps, images * positions]) so that each
+ * group takes one large GEMM per chunk, which OpenBLAS runs on its threads.  The output
+ * side is copied between [N, C, positions] and [C, images * positions] around the GEMM
+ * (the bias is added in that copy).  The im2col, col2im and copies are split across the
+ * worker pool by image.  On the MNIST network's layers this beat one GEMM per image on
+ * OpenBLAS's threads by 2x, and per-image GEMMs split across the pool (which needs
+ * OpenBLAS single-threaded, a process-wide setting); see bench/README.md. */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu.h"
 
+#define CHUNK_ELEMS ((int64_t)8 << 20)   /* buffer elements per chunk of the batch */
+
 typedef struct {
     int64_t cig, cog;          /* channels per group: image side, output side */
     int64_t pin, pout, k;      /* elements per channel of the image and the output; kernel taps */
-    bool direct;               /* 1x1, stride 1, no padding: the image is its own column matrix */
 } conv_dims;
 
 static conv_dims dims_of(const dp_conv_geom *g)
 {
-    conv_dims d = { g->in_channels / g->groups, g->out_channels / g->groups, 1, 1, 1, true };
+    conv_dims d = { g->in_channels / g->groups, g->out_channels / g->groups, 1, 1, 1 };
     for (int s = 0; s < 3; s++) {
         d.pin *= g->in[s];
         d.pout *= g->out[s];
         d.k *= g->kernel[s];
-        d.direct &= g->kernel[s] == 1 && g->stride[s] == 1 && g->pad[s] == 0 && g->in[s] == g->out[s];
     }
     return d;
 }
@@ -35,66 +36,64 @@ static conv_dims dims_of(const dp_conv_geom *g)
 /* The outputs o in [0, n) whose input position o * s + off lies in [0, size): [*lo, *hi). */
 static void valid_range(int64_t n, int64_t s, int64_t off, int64_t size, int64_t *lo, int64_t *hi)
 {
-    int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;           /* first o with o*s + off >= 0 */
+    int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;                /* first o with o*s + off >= 0 */
     int64_t b = size - off <= 0 ? 0 : (size - off + s - 1) / s;   /* first o with o*s + off >= size */
     *lo = a < n ? a : n;
     *hi = b < n ? b : n;
     if (*hi < *lo) *hi = *lo;
 }
 
-/* im2col: col[(c, kd, kh, kw), (od, oh, ow)] = x[c, od*s - p + kd*d, ...] or 0 outside;
- * col2im: the adjoint, x[...] += col[...] (x zeroed by the caller). */
-#define CONV_COL(T, SUF)                                                                               \
-    static void im2col_##SUF(const dp_conv_geom *g, int64_t nc, const T *x, T *col)                    \
-    {                                                                                                  \
-        int64_t P = g->out[0] * g->out[1] * g->out[2];                                                 \
-        for (int64_t c = 0; c < nc; c++)                                                               \
-            for (int64_t kd = 0; kd < g->kernel[0]; kd++)                                              \
-                for (int64_t kh = 0; kh < g->kernel[1]; kh++)                                          \
-                    for (int64_t kw = 0; kw < g->kernel[2]; kw++) {                                    \
-                        T *row = col + (((c * g->kernel[0] + kd) * g->kernel[1] + kh) * g->kernel[2] + kw) * P; \
-                        int64_t offw = kw * g->dilation[2] - g->pad[2], lo, hi;                         \
-                        valid_range(g->out[2], g->stride[2], offw, g->in[2], &lo, &hi);                \
-                        for (int64_t od = 0; od < g->out[0]; od++) {                                   \
-                            int64_t id = od * g->stride[0] - g->pad[0] + kd * g->dilation[0];          \
-                            for (int64_t oh = 0; oh < g->out[1]; oh++) {                               \
-                                int64_t ih = oh * g->stride[1] - g->pad[1] + kh * g->dilation[1];      \
-                                T *r = row + (od * g->out[1] + oh) * g->out[2];                        \
-                                if (id < 0 || id >= g->in[0] || ih < 0 || ih >= g->in[1]) {            \
-                                    memset(r, 0, sizeof(T) * (size_t)g->out[2]);                       \
-                                    continue;                                                          \
-                                }                                                                      \
+/* im2col of one image: col[(c, kd, kh, kw) * ld + (od, oh, ow)] = x[c, od*s - p + kd*d, ...],
+ * or 0 in the padding.  col2im: the adjoint, x[...] += col[...] (x zeroed by the caller). */
+#define CONV_COL(T, SUF)                                                                                 \
+    static void im2col_##SUF(const dp_conv_geom *g, int64_t nc, const T *x, T *col, int64_t ld)          \
+    {                                                                                                    \
+        for (int64_t c = 0; c < nc; c++)                                                                 \
+            for (int64_t kd = 0; kd < g->kernel[0]; kd++)                                                \
+                for (int64_t kh = 0; kh < g->kernel[1]; kh++)                                            \
+                    for (int64_t kw = 0; kw < g->kernel[2]; kw++) {                                      \
+                        T *row = col + (((c * g->kernel[0] + kd) * g->kernel[1] + kh) * g->kernel[2] + kw) * ld; \
+                        int64_t offw = kw * g->dilation[2] - g->pad[2], lo, hi;                           \
+                        valid_range(g->out[2], g->stride[2], offw, g->in[2], &lo, &hi);                  \
+                        for (int64_t od = 0; od < g->out[0]; od++) {                                     \
+                            int64_t id = od * g->stride[0] - g->pad[0] + kd * g->dilation[0];            \
+                            for (int64_t oh = 0; oh < g->out[1]; oh++) {                                 \
+                                int64_t ih = oh * g->stride[1] - g->pad[1] + kh * g->dilation[1];        \
+                                T *r = row + (od * g->out[1] + oh) * g->out[2];                          \
+                                if (id < 0 || id >= g->in[0] || ih < 0 || ih >= g->in[1]) {              \
+                                    memset(r, 0, sizeof(T) * (size_t)g->out[2]);                         \
+                                    continue;                                                            \
+                                }                                                                        \
                                 const T *xr = x + ((c * g->in[0] + id) * g->in[1] + ih) * g->in[2] + offw; \
-                                for (int64_t ow = 0; ow < lo; ow++) r[ow] = 0;                         \
+                                for (int64_t ow = 0; ow < lo; ow++) r[ow] = 0;                           \
                                 if (g->stride[2] == 1) memcpy(r + lo, xr + lo, sizeof(T) * (size_t)(hi - lo)); \
                                 else for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow * g->stride[2]]; \
-                                for (int64_t ow = hi; ow < g->out[2]; ow++) r[ow] = 0;                 \
-                            }                                                                          \
-                        }                                                                              \
-                    }                                                                                  \
-    }                                                                                                  \
-    static void col2im_##SUF(const dp_conv_geom *g, int64_t nc, const T *col, T *x)                    \
-    {                                                                                                  \
-        int64_t P = g->out[0] * g->out[1] * g->out[2];                                                 \
-        for (int64_t c = 0; c < nc; c++)                                                               \
-            for (int64_t kd = 0; kd < g->kernel[0]; kd++)                                              \
-                for (int64_t kh = 0; kh < g->kernel[1]; kh++)                                          \
-                    for (int64_t kw = 0; kw < g->kernel[2]; kw++) {                                    \
-                        const T *row = col + (((c * g->kernel[0] + kd) * g->kernel[1] + kh) * g->kernel[2] + kw) * P; \
-                        int64_t offw = kw * g->dilation[2] - g->pad[2], lo, hi;                         \
-                        valid_range(g->out[2], g->stride[2], offw, g->in[2], &lo, &hi);                \
-                        for (int64_t od = 0; od < g->out[0]; od++) {                                   \
-                            int64_t id = od * g->stride[0] - g->pad[0] + kd * g->dilation[0];          \
-                            if (id < 0 || id >= g->in[0]) continue;                                    \
-                            for (int64_t oh = 0; oh < g->out[1]; oh++) {                               \
-                                int64_t ih = oh * g->stride[1] - g->pad[1] + kh * g->dilation[1];      \
-                                if (ih < 0 || ih >= g->in[1]) continue;                                \
-                                const T *r = row + (od * g->out[1] + oh) * g->out[2];                  \
-                                T *xr = x + ((c * g->in[0] + id) * g->in[1] + ih) * g->in[2] + offw;   \
-                                for (int64_t ow = lo; ow < hi; ow++) xr[ow * g->stride[2]] += r[ow];   \
-                            }                                                                          \
-                        }                                                                              \
-                    }                                                                                  \
+                                for (int64_t ow = hi; ow < g->out[2]; ow++) r[ow] = 0;                   \
+                            }                                                                            \
+                        }                                                                                \
+                    }                                                                                    \
+    }                                                                                                    \
+    static void col2im_##SUF(const dp_conv_geom *g, int64_t nc, const T *col, int64_t ld, T *x)          \
+    {                                                                                                    \
+        for (int64_t c = 0; c < nc; c++)                                                                 \
+            for (int64_t kd = 0; kd < g->kernel[0]; kd++)                                                \
+                for (int64_t kh = 0; kh < g->kernel[1]; kh++)                                            \
+                    for (int64_t kw = 0; kw < g->kernel[2]; kw++) {                                      \
+                        const T *row = col + (((c * g->kernel[0] + kd) * g->kernel[1] + kh) * g->kernel[2] + kw) * ld; \
+                        int64_t offw = kw * g->dilation[2] - g->pad[2], lo, hi;                           \
+                        valid_range(g->out[2], g->stride[2], offw, g->in[2], &lo, &hi);                  \
+                        for (int64_t od = 0; od < g->out[0]; od++) {                                     \
+                            int64_t id = od * g->stride[0] - g->pad[0] + kd * g->dilation[0];            \
+                            if (id < 0 || id >= g->in[0]) continue;                                      \
+                            for (int64_t oh = 0; oh < g->out[1]; oh++) {                                 \
+                                int64_t ih = oh * g->stride[1] - g->pad[1] + kh * g->dilation[1];        \
+                                if (ih < 0 || ih >= g->in[1]) continue;                                  \
+                                const T *r = row + (od * g->out[1] + oh) * g->out[2];                    \
+                                T *xr = x + ((c * g->in[0] + id) * g->in[1] + ih) * g->in[2] + offw;     \
+                                for (int64_t ow = lo; ow < hi; ow++) xr[ow * g->stride[2]] += r[ow];     \
+                            }                                                                            \
+                        }                                                                                \
+                    }                                                                                    \
     }
 CONV_COL(float, f32)
 CONV_COL(double, f64)
@@ -109,101 +108,157 @@ static void gemm(int dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t k, c
         cblas_dgemm(CblasRowMajor, TA, TB, (int)m, (int)n, (int)k, 1.0, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
 }
 
-static void im2col(int dtype, const dp_conv_geom *g, int64_t nc, const void *x, void *col)
+/* ---------------------------------------------------------------- per-image work on the pool */
+
+typedef enum { JOB_IM2COL, JOB_COL2IM, JOB_GATHER, JOB_SCATTER } job_kind;
+
+/* One step over the images [n0, n0 + m) of a chunk for group gi.  The chunk's buffers are
+ * [rows, m * P] with image b's block at column b * P: col has C_in/groups * taps rows,
+ * rows (the output side) C_out/groups. */
+typedef struct {
+    job_kind kind;
+    int dtype;
+    const dp_conv_geom *g;
+    conv_dims d;
+    int64_t n0, m, gi;
+    void *image;               /* the image side tensor [N, C_in, *in] */
+    void *output;              /* the output side tensor [N, C_out, *out] */
+    const void *bias;          /* JOB_SCATTER: added to the output, or NULL */
+    void *col, *rows;
+} conv_job;
+
+static void run_job(void *ctx, int64_t lo, int64_t hi, int part)
 {
-    if (dtype == DP_FLOAT32) im2col_f32(g, nc, x, col);
-    else im2col_f64(g, nc, x, col);
+    const conv_job *j = ctx;
+    const dp_conv_geom *g = j->g;
+    size_t es = dp_dtype_size(j->dtype);
+    int64_t P = j->d.pout, ld = j->m * P;
+    for (int64_t b = lo; b < hi; b++) {
+        int64_t n = j->n0 + b;
+        char *x = (char *)j->image + (size_t)((n * g->in_channels + j->gi * j->d.cig) * j->d.pin) * es;
+        char *y = (char *)j->output + (size_t)((n * g->out_channels + j->gi * j->d.cog) * P) * es;
+        char *col = (char *)j->col + (size_t)(b * P) * es, *rows = (char *)j->rows + (size_t)(b * P) * es;
+        switch (j->kind) {
+        case JOB_IM2COL:
+            if (j->dtype == DP_FLOAT32) im2col_f32(g, j->d.cig, (const float *)x, (float *)col, ld);
+            else im2col_f64(g, j->d.cig, (const double *)x, (double *)col, ld);
+            break;
+        case JOB_COL2IM:
+            memset(x, 0, (size_t)(j->d.cig * j->d.pin) * es);
+            if (j->dtype == DP_FLOAT32) col2im_f32(g, j->d.cig, (const float *)col, ld, (float *)x);
+            else col2im_f64(g, j->d.cig, (const double *)col, ld, (double *)x);
+            break;
+        case JOB_GATHER:           /* rows[c][b * P + p] = y[c][p] */
+            for (int64_t c = 0; c < j->d.cog; c++) memcpy(rows + (size_t)(c * ld) * es, y + (size_t)(c * P) * es, (size_t)P * es);
+            break;
+        case JOB_SCATTER:          /* y[c][p] = rows[c][b * P + p] (+ bias[c]) */
+            for (int64_t c = 0; c < j->d.cog; c++) {
+                const char *src = rows + (size_t)(c * ld) * es;
+                char *dst = y + (size_t)(c * P) * es;
+                int64_t bc = j->gi * j->d.cog + c;
+                if (!j->bias) memcpy(dst, src, (size_t)P * es);
+                else if (j->dtype == DP_FLOAT32)
+                    for (int64_t p = 0; p < P; p++) ((float *)dst)[p] = ((const float *)src)[p] + ((const float *)j->bias)[bc];
+                else
+                    for (int64_t p = 0; p < P; p++) ((double *)dst)[p] = ((const double *)src)[p] + ((const double *)j->bias)[bc];
+            }
+            break;
+        }
+    }
+    (void)part;
 }
 
-static void col2im(int dtype, const dp_conv_geom *g, int64_t nc, const void *col, void *x)
+static void run(conv_job *j, job_kind kind)
 {
-    if (dtype == DP_FLOAT32) col2im_f32(g, nc, col, x);
-    else col2im_f64(g, nc, col, x);
+    j->kind = kind;
+    int64_t per_image = (kind == JOB_IM2COL || kind == JOB_COL2IM ? j->d.cig * j->d.k : j->d.cog) * j->d.pout;
+    int64_t grain = per_image > 0 ? GRAIN / per_image : 1;
+    dp_parallel(j->m, grain > 0 ? grain : 1, run_job, j);
 }
 
-static int check(int dtype, const dp_conv_geom *g)
+/* The chunk size and its buffers (col, then rows), or -1 with the message set. */
+static int chunk_setup(conv_job *j, int dtype, const dp_conv_geom *g, int64_t *nb)
 {
-    if (dtype != DP_FLOAT32 && dtype != DP_FLOAT64) return dp_error("conv: the CPU kernels take float32 or float64, not %s", dp_dtype_name(dtype));
-    conv_dims d = dims_of(g);
+    if (dtype != DP_FLOAT32 && dtype != DP_FLOAT64)
+        return dp_error("conv: the CPU kernels take float32 or float64, not %s", dp_dtype_name(dtype));
+    memset(j, 0, sizeof *j);
+    j->dtype = dtype;
+    j->g = g;
+    j->d = dims_of(g);
+    int64_t ck = j->d.cig * j->d.k, per_image = (ck + j->d.cog) * j->d.pout;
+    *nb = per_image > 0 ? CHUNK_ELEMS / per_image : g->batch;
+    if (*nb < 1) *nb = 1;
+    if (*nb > g->batch) *nb = g->batch;
     int64_t big = 2147483647;
-    if (d.cig * d.k > big || d.pout > big || d.cog > big || d.pin > big)
-        return dp_error("conv: a convolution of %lld x %lld columns is too large for one GEMM", (long long)(d.cig * d.k), (long long)d.pout);
+    if (ck > big || j->d.cog > big || *nb * j->d.pout > big)
+        return dp_error("conv: a convolution with %lld x %lld columns per image is too large for a GEMM", (long long)ck,
+                        (long long)j->d.pout);
+    size_t n = (size_t)(*nb * per_image) * dp_dtype_size(dtype);
+    j->col = malloc(n ? n : 1);
+    if (!j->col) return dp_error("conv: out of memory for %zu bytes of column buffers", n);
+    j->rows = (char *)j->col + (size_t)(*nb * ck * j->d.pout) * dp_dtype_size(dtype);
     return 0;
 }
 
-/* A column buffer for one image and group, or NULL (direct convolutions need none). */
-static void *col_buffer(int dtype, const conv_dims *d, bool *failed)
-{
-    *failed = false;
-    if (d->direct) return NULL;
-    size_t n = (size_t)(d->cig * d->k * d->pout) * dp_dtype_size(dtype);
-    void *col = malloc(n ? n : 1);
-    if (!col) { *failed = true; dp_error("conv: out of memory for a %zu-byte column buffer", n); }
-    return col;
-}
-
-#define AT(p, off) ((char *)(p) + (size_t)(off) * es)
+#define FOR_CHUNKS(j, nb)                                                                   \
+    for ((j).n0 = 0; (j).n0 < (j).g->batch; (j).n0 += (nb))                                  \
+        for ((j).m = (j).g->batch - (j).n0 < (nb) ? (j).g->batch - (j).n0 : (nb), (j).gi = 0; \
+             (j).gi < (j).g->groups; (j).gi++)
 
 int dp_cpu_conv_forward(int dtype, const dp_conv_geom *g, void *out, const void *in, const void *w, const void *b)
 {
-    if (check(dtype, g)) return -1;
-    conv_dims d = dims_of(g);
+    conv_job j;
+    int64_t nb;
+    if (chunk_setup(&j, dtype, g, &nb)) return -1;
     size_t es = dp_dtype_size(dtype);
-    bool failed;
-    void *col = col_buffer(dtype, &d, &failed);
-    if (failed) return -1;
-    for (int64_t n = 0; n < g->batch; n++) {
-        if (b)      /* the bias in every row first, then the GEMM accumulates onto it */
-            for (int64_t c = 0; c < g->out_channels; c++) {
-                char *row = AT(out, (n * g->out_channels + c) * d.pout);
-                for (int64_t p = 0; p < d.pout; p++) memcpy(row + (size_t)p * es, AT(b, c), es);
-            }
-        for (int64_t gi = 0; gi < g->groups; gi++) {
-            const void *x = AT(in, (n * g->in_channels + gi * d.cig) * d.pin);
-            if (col) im2col(dtype, g, d.cig, x, col);
-            gemm(dtype, false, false, d.cog, d.pout, d.cig * d.k, AT(w, gi * d.cog * d.cig * d.k), d.cig * d.k,
-                 col ? col : x, d.pout, b ? 1.0 : 0.0, AT(out, (n * g->out_channels + gi * d.cog) * d.pout), d.pout);
-        }
+    int64_t ck = j.d.cig * j.d.k;
+    j.image = (void *)in;
+    j.output = out;
+    j.bias = b;
+    FOR_CHUNKS(j, nb) {
+        run(&j, JOB_IM2COL);
+        gemm(dtype, false, false, j.d.cog, j.m * j.d.pout, ck, (const char *)w + (size_t)(j.gi * j.d.cog * ck) * es, ck,
+             j.col, j.m * j.d.pout, 0.0, j.rows, j.m * j.d.pout);
+        run(&j, JOB_SCATTER);
     }
-    free(col);
+    free(j.col);
     return 0;
 }
 
 int dp_cpu_conv_backward_input(int dtype, const dp_conv_geom *g, void *grad_in, const void *grad_out, const void *w)
 {
-    if (check(dtype, g)) return -1;
-    conv_dims d = dims_of(g);
+    conv_job j;
+    int64_t nb;
+    if (chunk_setup(&j, dtype, g, &nb)) return -1;
     size_t es = dp_dtype_size(dtype);
-    bool failed;
-    void *col = col_buffer(dtype, &d, &failed);
-    if (failed) return -1;
-    if (col) memset(grad_in, 0, (size_t)(g->batch * g->in_channels * d.pin) * es);
-    for (int64_t n = 0; n < g->batch; n++)
-        for (int64_t gi = 0; gi < g->groups; gi++) {
-            void *x = AT(grad_in, (n * g->in_channels + gi * d.cig) * d.pin);
-            gemm(dtype, true, false, d.cig * d.k, d.pout, d.cog, AT(w, gi * d.cog * d.cig * d.k), d.cig * d.k,
-                 AT(grad_out, (n * g->out_channels + gi * d.cog) * d.pout), d.pout, 0.0, col ? col : x, d.pout);
-            if (col) col2im(dtype, g, d.cig, col, x);
-        }
-    free(col);
+    int64_t ck = j.d.cig * j.d.k;
+    j.image = grad_in;
+    j.output = (void *)grad_out;
+    FOR_CHUNKS(j, nb) {
+        run(&j, JOB_GATHER);
+        gemm(dtype, true, false, ck, j.m * j.d.pout, j.d.cog, (const char *)w + (size_t)(j.gi * j.d.cog * ck) * es, ck,
+             j.rows, j.m * j.d.pout, 0.0, j.col, j.m * j.d.pout);
+        run(&j, JOB_COL2IM);
+    }
+    free(j.col);
     return 0;
 }
 
 int dp_cpu_conv_backward_weight(int dtype, const dp_conv_geom *g, void *grad_w, const void *grad_out, const void *in)
 {
-    if (check(dtype, g)) return -1;
-    conv_dims d = dims_of(g);
+    conv_job j;
+    int64_t nb;
+    if (chunk_setup(&j, dtype, g, &nb)) return -1;
     size_t es = dp_dtype_size(dtype);
-    bool failed;
-    void *col = col_buffer(dtype, &d, &failed);
-    if (failed) return -1;
-    for (int64_t n = 0; n < g->batch; n++)
-        for (int64_t gi = 0; gi < g->groups; gi++) {
-            const void *x = AT(in, (n * g->in_channels + gi * d.cig) * d.pin);
-            if (col) im2col(dtype, g, d.cig, x, col);
-            gemm(dtype, false, true, d.cog, d.cig * d.k, d.pout, AT(grad_out, (n * g->out_channels + gi * d.cog) * d.pout), d.pout,
-                 col ? col : x, d.pout, n ? 1.0 : 0.0, AT(grad_w, gi * d.cog * d.cig * d.k), d.cig * d.k);
-        }
-    free(col);
+    int64_t ck = j.d.cig * j.d.k;
+    j.image = (void *)in;
+    j.output = (void *)grad_out;
+    FOR_CHUNKS(j, nb) {
+        run(&j, JOB_IM2COL);
+        run(&j, JOB_GATHER);
+        gemm(dtype, false, true, j.d.cog, ck, j.m * j.d.pout, j.rows, j.m * j.d.pout, j.col, j.m * j.d.pout,
+             j.n0 ? 1.0 : 0.0, (char *)grad_w + (size_t)(j.gi * j.d.cog * ck) * es, ck);
+    }
+    free(j.col);
     return 0;
 }
