@@ -3,7 +3,8 @@
  * column buffers fit a scratch budget; in a chunk, each group's product is one batched
  * GEMM (forward, input gradient) or one GEMM over the chunk's columns side by side (weight
  * gradient).  col2im gathers (each input element sums the taps that read it), so no
- * atomics and the result is deterministic. */
+ * atomics and the result is deterministic.  With DPLUA_CUDNN=1, cuDNN is tried first
+ * (conv_cudnn.cu). */
 #include "common.cuh"
 
 #define COL_BUDGET ((int64_t)1 << 26)   /* elements of scratch per chunk */
@@ -89,6 +90,27 @@ __global__ void bias_fill_kernel(T *out, const T *bias, int64_t channels, int64_
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
         out[i] = bias[(i / P) % channels];
+}
+
+/* out[n, c, p] += b[c] */
+template <typename T>
+__global__ void bias_add_kernel(T *out, const T *bias, int64_t channels, int64_t P, int64_t total)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] += bias[(i / P) % channels];
+}
+
+template <typename T>
+int add_bias(const dp_conv_geom &g, T *out, const T *bias)
+{
+    int dev = dp_cuda_device_of(out);
+    if (dev < 0) return -1;
+    CUDA_STREAM_OF(((dp_device){ DP_DEVICE_CUDA, dev }), s);
+    conv_dims d = dims_of(g);
+    int64_t total = g.batch * g.out_channels * d.pout;
+    bias_add_kernel<T><<<dp_grid_for(total, DP_THREADS), DP_THREADS, 0, s>>>(out, bias, g.out_channels, d.pout, total);
+    CUDA_CHECK_LAUNCH("conv bias");
+    return 0;
 }
 
 /* dst[c][b][p] = src[b * ss + c * P + p]: a chunk's output gradient with its images side by
@@ -216,6 +238,11 @@ int check(int dtype, const char *what)
 extern "C" int dp_cuda_conv_forward(int dtype, const dp_conv_geom *g, void *out, const void *in, const void *w, const void *b)
 {
     if (check(dtype, "conv")) return -1;
+    if (dp_cuda_cudnn_conv(0, dtype, g, out, in, w, false)) {
+        if (!b) return 0;
+        return dtype == DP_FLOAT32 ? add_bias<float>(*g, (float *)out, (const float *)b)
+                                   : add_bias<double>(*g, (double *)out, (const double *)b);
+    }
     if (dtype == DP_FLOAT32) return forward<float>(*g, (float *)out, (const float *)in, (const float *)w, (const float *)b);
     return forward<double>(*g, (double *)out, (const double *)in, (const double *)w, (const double *)b);
 }
@@ -223,6 +250,7 @@ extern "C" int dp_cuda_conv_forward(int dtype, const dp_conv_geom *g, void *out,
 extern "C" int dp_cuda_conv_backward_input(int dtype, const dp_conv_geom *g, void *grad_in, const void *grad_out, const void *w)
 {
     if (check(dtype, "conv backward")) return -1;
+    if (dp_cuda_cudnn_conv(1, dtype, g, grad_in, grad_out, w, false)) return 0;
     if (dtype == DP_FLOAT32) return backward_input<float>(*g, (float *)grad_in, (const float *)grad_out, (const float *)w);
     return backward_input<double>(*g, (double *)grad_in, (const double *)grad_out, (const double *)w);
 }
@@ -230,6 +258,7 @@ extern "C" int dp_cuda_conv_backward_input(int dtype, const dp_conv_geom *g, voi
 extern "C" int dp_cuda_conv_backward_weight(int dtype, const dp_conv_geom *g, void *grad_w, const void *grad_out, const void *in)
 {
     if (check(dtype, "conv backward")) return -1;
+    if (dp_cuda_cudnn_conv(2, dtype, g, grad_w, grad_out, in, false)) return 0;
     if (dtype == DP_FLOAT32) return backward_weight<float>(*g, (float *)grad_w, (const float *)grad_out, (const float *)in);
     return backward_weight<double>(*g, (double *)grad_w, (const double *)grad_out, (const double *)in);
 }

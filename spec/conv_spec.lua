@@ -105,6 +105,8 @@ describe('nn.Conv1d, nn.Conv2d, nn.ConvTranspose2d', function()
     assert.are.equal('Conv1d(2, 4, kernel_size=(4,), stride=(1,), padding=same)', tostring(nn.Conv1d(2, 4, 4, { padding = 'same' })))
     assert.are.equal('ConvTranspose2d(16, 8, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), output_padding=(1, 1))',
       tostring(nn.ConvTranspose2d(16, 8, 3, { stride = 2, padding = 1, output_padding = 1 })))
+    assert.are.equal('ConvTranspose1d(2, 3, kernel_size=(3,), stride=(2,), dilation=(2,), bias=False)',
+      tostring(nn.ConvTranspose1d(2, 3, 3, { stride = 2, dilation = 2, bias = false })))
   end)
 
   it("have PyTorch's parameter shapes and names", function()
