@@ -1,7 +1,7 @@
 -- bench/conv.lua: the two convolutions of pytorch/examples' MNIST network, batch 64,
 -- forward and backward (weight and bias gradients; the second layer's input gradient
 -- too, the first layer's input is the data): Conv2d(1, 32, 3) on 28x28 and
--- Conv2d(32, 64, 3) on 26x26, plus the second layer's forward alone.  Twin: bench/conv.py.
+-- Conv2d(32, 64, 3) on 26x26, plus each layer's forward alone.  Twin: bench/conv.py.
 local here = debug.getinfo(1, 'S').source:match('^@(.*[/\\])') or './'
 local bench = dofile(here .. 'common.lua')
 bench.setup()
@@ -27,5 +27,7 @@ end
 
 bench.report('conv.mnist_conv1_fwd_bwd_b64', bench.measure(step1, { min_samples = 10 }), 's')
 bench.report('conv.mnist_conv2_fwd_bwd_b64', bench.measure(step2, { min_samples = 10 }), 's')
+bench.report('conv.mnist_conv1_fwd_b64', bench.measure(function() torch.no_grad(function() return conv1(x1) end) end,
+  { min_samples = 10 }), 's')
 bench.report('conv.mnist_conv2_fwd_b64', bench.measure(function() torch.no_grad(function() return conv2(x2) end) end,
   { min_samples = 10 }), 's')

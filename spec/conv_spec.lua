@@ -61,6 +61,31 @@ describe('nn.functional convolutions match PyTorch 1.13', function()
     close(F.conv2d(x, w, torch.tensor(c.b), c.opts), c.y, 2e-5, 'the output')
   end)
 
+  it('a batch larger than one chunk of buffers: the same as the convolution written with matmul', function()
+    -- 18 x 417k columns per image: the CPU kernels take the images one chunk at a time
+    local x = torch.randn(3, 2, 600, 700, { dtype = 'float64' }):requires_grad_()
+    local w = torch.randn(2, 2, 3, 3, { dtype = 'float64' }):requires_grad_()
+    local b = torch.randn(2, { dtype = 'float64' }):requires_grad_()
+    local y = F.conv2d(x, w, b)
+    local g = torch.randn(3, 2, 598, 698, { dtype = 'float64' })
+    y:backward(g)
+    local gx, gw, gb = x.grad, w.grad, b.grad
+    x.grad, w.grad, b.grad = nil, nil, nil
+    local ref = b:reshape(1, 2, 1)
+    for kh = 1, 3 do
+      for kw = 1, 3 do
+        local patch = x:narrow(3, kh, 598):narrow(4, kw, 698):reshape(3, 2, 598 * 698)
+        ref = ref + torch.matmul(w:select(4, kw):select(3, kh), patch)
+      end
+    end
+    ref = ref:reshape(3, 2, 598, 698)
+    ref:backward(g)
+    close(y, ref, 1e-10, 'the output')
+    close(gx, x.grad, 1e-10, 'the input gradient')
+    close(gw, w.grad, 1e-10, 'the weight gradient')
+    close(gb, b.grad, 1e-10, 'the bias gradient')
+  end)
+
   it('an empty batch gives an empty output and zero gradients', function()
     local x = torch.randn(0, 2, 5, 5):requires_grad_()
     local w = torch.randn(3, 2, 3, 3):requires_grad_()
