@@ -6,7 +6,8 @@
 local torch = require 'torch'
 local nn = require 'nn'
 local F = nn.functional
-local expect_error = dofile('spec/helpers/check.lua').expect_error
+local check = dofile('spec/helpers/check.lua')
+local expect_error, run_child = check.expect_error, check.run_child
 local cases = dofile('spec/fixtures/conv.lua')
 
 local function close(a, b, tol, what)
@@ -46,6 +47,36 @@ describe('nn.functional convolutions match PyTorch 1.13', function()
       end)
     end
   end
+
+  -- The CPU kernels run small products per image and large ones in chunks of the batch;
+  -- the cases above are small, so they run again with every product taking the chunks.
+  it('match on the CPU with every convolution in chunks of the batch', function()
+    local out, status = run_child([[
+      local torch = require 'torch'
+      local F = require('nn').functional
+      for _, c in ipairs(dofile('spec/fixtures/conv.lua')) do
+        for _, dtype in ipairs { 'float32', 'float64' } do
+          local function leaf(v) return torch.tensor(v, { dtype = dtype }):requires_grad_() end
+          local x, w = leaf(c.x), leaf(c.w)
+          local b = c.b and leaf(c.b) or nil
+          local y = F[c.fn](x, w, b, c.opts)
+          y:backward(torch.tensor(c.g, { dtype = dtype }))
+          local got = { y = y, gx = x.grad, gw = w.grad, gb = b and b.grad }
+          for _, k in ipairs { 'y', 'gx', 'gw', 'gb' } do
+            if c[k] then
+              local ref = torch.tensor(c[k], { dtype = 'float64' })
+              local diff = (got[k]:double() - ref):abs():max():item()
+              if diff > 2e-5 * (1 + ref:abs():max():item()) then print('FAIL', c.name, dtype, k, diff) end
+            end
+          end
+        end
+      end
+      print('checked')
+    ]], 'DPLUA_CONV_SMALL_GEMM=0')
+    assert.are.equal(0, status, out)
+    assert.is_truthy(out:find('checked', 1, true), out)
+    assert.is_falsy(out:find('FAIL', 1, true), out)
+  end)
 
   it('a convolution without any requires_grad records nothing', function()
     local y = F.conv2d(torch.randn(1, 2, 4, 4), torch.randn(3, 2, 3, 3))

@@ -10,6 +10,7 @@
  * OpenBLAS's threads by 2x, and per-image GEMMs split across the pool (which needs
  * OpenBLAS single-threaded, a process-wide setting); see bench/README.md. */
 #include <cblas.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,6 +126,7 @@ typedef struct {
     void *output;              /* the output side tensor [N, C_out, *out] */
     const void *bias;          /* JOB_SCATTER: added to the output, or NULL */
     void *col, *rows;
+    bool kept;                 /* col is the kept buffer (buffer_get) */
 } conv_job;
 
 static void run_job(void *ctx, int64_t lo, int64_t hi, int part)
@@ -176,6 +178,32 @@ static void run(conv_job *j, job_kind kind)
     dp_parallel(j->m, grain > 0 ? grain : 1, run_job, j);
 }
 
+/* The buffers are kept from one call to the next: a fresh 10-30 MB block is mapped anew by
+ * malloc every time, and faulting its pages in cost as much as the first layer's GEMM.  A
+ * call that finds the kept block in use (another thread) allocates its own. */
+static pthread_mutex_t g_keep_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *g_keep;
+static size_t g_keep_size;
+
+static void *buffer_get(size_t n, bool *kept)
+{
+    *kept = pthread_mutex_trylock(&g_keep_lock) == 0;
+    if (!*kept) return malloc(n);
+    if (g_keep_size < n) {
+        free(g_keep);
+        g_keep = malloc(n);
+        g_keep_size = g_keep ? n : 0;
+    }
+    if (!g_keep) { pthread_mutex_unlock(&g_keep_lock); *kept = false; }
+    return g_keep;
+}
+
+static void buffer_put(void *p, bool kept)
+{
+    if (kept) pthread_mutex_unlock(&g_keep_lock);
+    else free(p);
+}
+
 /* The chunk size and its buffers (col, then rows), or -1 with the message set. */
 static int chunk_setup(conv_job *j, int dtype, const dp_conv_geom *g, int64_t *nb)
 {
@@ -194,9 +222,112 @@ static int chunk_setup(conv_job *j, int dtype, const dp_conv_geom *g, int64_t *n
         return dp_error("conv: a convolution with %lld x %lld columns per image is too large for a GEMM", (long long)ck,
                         (long long)j->d.pout);
     size_t n = (size_t)(*nb * per_image) * dp_dtype_size(dtype);
-    j->col = malloc(n ? n : 1);
+    j->col = buffer_get(n ? n : 1, &j->kept);
     if (!j->col) return dp_error("conv: out of memory for %zu bytes of column buffers", n);
     j->rows = (char *)j->col + (size_t)(*nb * ck * j->d.pout) * dp_dtype_size(dtype);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- small products: per image on the pool
+ * OpenBLAS runs a GEMM of at most 262144 multiply-adds on the calling thread (its
+ * SMP_THRESHOLD_MIN times GEMM_MULTITHREAD_THRESHOLD), so one image's small products run
+ * side by side on the pool's workers without contending for OpenBLAS's threads, each with
+ * its columns in cache and its output written in place.  The MNIST network's first layer
+ * (32 x 676 x 9 per image) is one. */
+#define SMALL_GEMM 262144.0
+
+typedef enum { IMG_FORWARD, IMG_INPUT_GRAD, IMG_WEIGHT_GRAD } image_kind;
+
+typedef struct {
+    image_kind kind;
+    int dtype;
+    const dp_conv_geom *g;
+    conv_dims d;
+    void *image, *output, *weight;   /* [N, C_in, *in], [N, C_out, *out], [C_out, C_in/groups, *kernel] */
+    const void *bias;
+    char *scratch;                   /* per part: columns, then (weight gradient) a partial sum */
+    size_t part_bytes;
+} image_job;
+
+static void image_range(void *ctx, int64_t lo, int64_t hi, int part)
+{
+    const image_job *j = ctx;
+    const dp_conv_geom *g = j->g;
+    size_t es = dp_dtype_size(j->dtype);
+    int64_t P = j->d.pout, ck = j->d.cig * j->d.k;
+    char *col = j->scratch + (size_t)part * j->part_bytes, *partial = col + (size_t)(ck * P) * es;
+    for (int64_t n = lo; n < hi; n++)
+        for (int64_t gi = 0; gi < g->groups; gi++) {
+            char *x = (char *)j->image + (size_t)((n * g->in_channels + gi * j->d.cig) * j->d.pin) * es;
+            char *y = (char *)j->output + (size_t)((n * g->out_channels + gi * j->d.cog) * P) * es;
+            char *w = (char *)j->weight + (size_t)(gi * j->d.cog * ck) * es;
+            switch (j->kind) {
+            case IMG_FORWARD:
+                if (j->bias)
+                    for (int64_t c = 0; c < j->d.cog; c++)
+                        for (int64_t p = 0; p < P; p++)
+                            memcpy(y + (size_t)(c * P + p) * es, (const char *)j->bias + (size_t)(gi * j->d.cog + c) * es, es);
+                if (j->dtype == DP_FLOAT32) im2col_f32(g, j->d.cig, (const float *)x, (float *)col, P);
+                else im2col_f64(g, j->d.cig, (const double *)x, (double *)col, P);
+                gemm(j->dtype, false, false, j->d.cog, P, ck, w, ck, col, P, j->bias ? 1.0 : 0.0, y, P);
+                break;
+            case IMG_INPUT_GRAD:
+                gemm(j->dtype, true, false, ck, P, j->d.cog, w, ck, y, P, 0.0, col, P);
+                memset(x, 0, (size_t)(j->d.cig * j->d.pin) * es);
+                if (j->dtype == DP_FLOAT32) col2im_f32(g, j->d.cig, (const float *)col, P, (float *)x);
+                else col2im_f64(g, j->d.cig, (const double *)col, P, (double *)x);
+                break;
+            case IMG_WEIGHT_GRAD:
+                if (j->dtype == DP_FLOAT32) im2col_f32(g, j->d.cig, (const float *)x, (float *)col, P);
+                else im2col_f64(g, j->d.cig, (const double *)x, (double *)col, P);
+                gemm(j->dtype, false, true, j->d.cog, ck, P, y, P, col, P, 1.0, partial + (size_t)(gi * j->d.cog * ck) * es, ck);
+                break;
+            }
+        }
+}
+
+/* DPLUA_CONV_SMALL_GEMM overrides the limit (0: every convolution takes the chunked path),
+ * so that the specs check both paths on the same small cases. */
+static bool small_products(const dp_conv_geom *g)
+{
+    static double limit = -1;
+    if (limit < 0) {
+        const char *env = getenv("DPLUA_CONV_SMALL_GEMM");
+        limit = env && *env ? atof(env) : SMALL_GEMM;
+    }
+    conv_dims d = dims_of(g);
+    return (double)d.cog * (double)d.pout * (double)(d.cig * d.k) <= limit;
+}
+
+/* The three kernels for small products; -1 with the message set on failure. */
+static int per_image(image_kind kind, int dtype, const dp_conv_geom *g, void *image, void *output, void *weight,
+                     const void *bias)
+{
+    if (dtype != DP_FLOAT32 && dtype != DP_FLOAT64)
+        return dp_error("conv: the CPU kernels take float32 or float64, not %s", dp_dtype_name(dtype));
+    size_t es = dp_dtype_size(dtype);
+    image_job j = { kind, dtype, g, dims_of(g), image, output, weight, bias, NULL, 0 };
+    int64_t ck = j.d.cig * j.d.k, wn = g->out_channels * ck;
+    int parts = dp_pool_threads();
+    j.part_bytes = (size_t)(ck * j.d.pout + (kind == IMG_WEIGHT_GRAD ? wn : 0)) * es;
+    bool kept;
+    j.scratch = buffer_get((size_t)parts * j.part_bytes, &kept);
+    if (!j.scratch) return dp_error("conv: out of memory for %zu bytes of column buffers", (size_t)parts * j.part_bytes);
+    if (kind == IMG_WEIGHT_GRAD)
+        for (int p = 0; p < parts; p++) memset(j.scratch + (size_t)p * j.part_bytes + (size_t)(ck * j.d.pout) * es, 0, (size_t)wn * es);
+    dp_parallel(g->batch, 1, image_range, &j);
+    if (kind == IMG_WEIGHT_GRAD) {   /* the parts' partial sums */
+        for (int64_t i = 0; i < wn; i++) {
+            double acc = 0;
+            for (int p = 0; p < parts; p++) {
+                const char *src = j.scratch + (size_t)p * j.part_bytes + (size_t)(ck * j.d.pout + i) * es;
+                acc += dtype == DP_FLOAT32 ? (double)*(const float *)src : *(const double *)src;
+            }
+            if (dtype == DP_FLOAT32) ((float *)weight)[i] = (float)acc;
+            else ((double *)weight)[i] = acc;
+        }
+    }
+    buffer_put(j.scratch, kept);
     return 0;
 }
 
@@ -207,6 +338,7 @@ static int chunk_setup(conv_job *j, int dtype, const dp_conv_geom *g, int64_t *n
 
 int dp_cpu_conv_forward(int dtype, const dp_conv_geom *g, void *out, const void *in, const void *w, const void *b)
 {
+    if (small_products(g)) return per_image(IMG_FORWARD, dtype, g, (void *)in, out, (void *)w, b);
     conv_job j;
     int64_t nb;
     if (chunk_setup(&j, dtype, g, &nb)) return -1;
@@ -221,12 +353,13 @@ int dp_cpu_conv_forward(int dtype, const dp_conv_geom *g, void *out, const void 
              j.col, j.m * j.d.pout, 0.0, j.rows, j.m * j.d.pout);
         run(&j, JOB_SCATTER);
     }
-    free(j.col);
+    buffer_put(j.col, j.kept);
     return 0;
 }
 
 int dp_cpu_conv_backward_input(int dtype, const dp_conv_geom *g, void *grad_in, const void *grad_out, const void *w)
 {
+    if (small_products(g)) return per_image(IMG_INPUT_GRAD, dtype, g, grad_in, (void *)grad_out, (void *)w, NULL);
     conv_job j;
     int64_t nb;
     if (chunk_setup(&j, dtype, g, &nb)) return -1;
@@ -240,12 +373,13 @@ int dp_cpu_conv_backward_input(int dtype, const dp_conv_geom *g, void *grad_in, 
              j.rows, j.m * j.d.pout, 0.0, j.col, j.m * j.d.pout);
         run(&j, JOB_COL2IM);
     }
-    free(j.col);
+    buffer_put(j.col, j.kept);
     return 0;
 }
 
 int dp_cpu_conv_backward_weight(int dtype, const dp_conv_geom *g, void *grad_w, const void *grad_out, const void *in)
 {
+    if (small_products(g)) return per_image(IMG_WEIGHT_GRAD, dtype, g, (void *)in, (void *)grad_out, grad_w, NULL);
     conv_job j;
     int64_t nb;
     if (chunk_setup(&j, dtype, g, &nb)) return -1;
@@ -259,6 +393,6 @@ int dp_cpu_conv_backward_weight(int dtype, const dp_conv_geom *g, void *grad_w, 
         gemm(dtype, false, true, j.d.cog, ck, j.m * j.d.pout, j.rows, j.m * j.d.pout, j.col, j.m * j.d.pout,
              j.n0 ? 1.0 : 0.0, (char *)grad_w + (size_t)(j.gi * j.d.cog * ck) * es, ck);
     }
-    free(j.col);
+    buffer_put(j.col, j.kept);
     return 0;
 }
