@@ -1,7 +1,8 @@
 /* cpu_conv.c: the CPU backend's convolution kernels (backend.h's conv_forward,
  * conv_backward_input, conv_backward_weight) as im2col / col2im and OpenBLAS's GEMM.
  *
- * The batch is cut into chunks of about 32 MB of buffers; in a chunk, the columns of all
+ * The batch is cut into chunks of about 4 MB of buffers (larger ones were slower: the
+ * columns leave the caches between im2col, the GEMM and col2im); in a chunk, the columns of all
  * its images sit side by side ([C_in/groups * taps, images * positions]) so that each
  * group takes one large GEMM per chunk, which OpenBLAS runs on its threads.  The output
  * side is copied between [N, C, positions] and [C, images * positions] around the GEMM
@@ -16,7 +17,8 @@
 
 #include "cpu.h"
 
-#define CHUNK_ELEMS ((int64_t)8 << 20)   /* buffer elements per chunk of the batch */
+#define CHUNK_ELEMS ((int64_t)1 << 20)   /* buffer elements per chunk of the batch (4 MB of float32) */
+#define SHORT_K 32                       /* C_in/groups * taps up to which the products are our own */
 
 typedef struct {
     int64_t cig, cog;          /* channels per group: image side, output side */
@@ -98,6 +100,42 @@ static void valid_range(int64_t n, int64_t s, int64_t off, int64_t size, int64_t
     }
 CONV_COL(float, f32)
 CONV_COL(double, f64)
+
+/* Products with a short inner dimension (the first layer of an image network: one input
+ * channel, 9 taps), where OpenBLAS's packing costs more than the arithmetic.
+ * nn: C[m, n] = (acc ? C : 0) + A[m, k] B[k, n], rows of B scaled and added (vectorised over n);
+ * nt: C[m, n] += A[m, p] B[n, p]^T, dot products over the long p with eight partial sums
+ * (so that the loop vectorises in IEEE order). */
+#define SHORT_PRODUCTS(T, SUF)                                                                            \
+    HOT static void short_nn_##SUF(int64_t m, int64_t n, int64_t k, const T *a, const T *b, int64_t ldb,  \
+                                   bool acc, T *c, int64_t ldc)                                           \
+    {                                                                                                     \
+        for (int64_t i = 0; i < m; i++) {                                                                 \
+            T *cr = c + i * ldc;                                                                          \
+            if (!acc) memset(cr, 0, sizeof(T) * (size_t)n);                                               \
+            for (int64_t l = 0; l < k; l++) {                                                             \
+                T av = a[i * k + l];                                                                      \
+                const T *br = b + l * ldb;                                                                \
+                for (int64_t j = 0; j < n; j++) cr[j] += av * br[j];                                      \
+            }                                                                                             \
+        }                                                                                                 \
+    }                                                                                                     \
+    HOT static void short_nt_##SUF(int64_t m, int64_t n, int64_t p, const T *a, int64_t lda, const T *b,  \
+                                   int64_t ldb, T *c, int64_t ldc)                                        \
+    {                                                                                                     \
+        for (int64_t i = 0; i < m; i++)                                                                   \
+            for (int64_t j = 0; j < n; j++) {                                                             \
+                const T *ar = a + i * lda, *br = b + j * ldb;                                             \
+                T s[8] = { 0 }, t = 0;                                                                    \
+                int64_t q = 0;                                                                            \
+                for (; q + 8 <= p; q += 8)                                                                \
+                    for (int u = 0; u < 8; u++) s[u] += ar[q + u] * br[q + u];                            \
+                for (; q < p; q++) t += ar[q] * br[q];                                                    \
+                c[i * ldc + j] += ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + t;  \
+            }                                                                                             \
+    }
+SHORT_PRODUCTS(float, f32)
+SHORT_PRODUCTS(double, f64)
 
 static void gemm(int dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
                  const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
@@ -249,6 +287,19 @@ typedef struct {
     size_t part_bytes;
 } image_job;
 
+/* y[c, p] = bias[c0 + c] for c < nc, p < P */
+static void fill_bias(int dtype, void *y, const void *bias, int64_t c0, int64_t nc, int64_t P)
+{
+    for (int64_t c = 0; c < nc; c++)
+        if (dtype == DP_FLOAT32) {
+            float v = ((const float *)bias)[c0 + c], *r = (float *)y + c * P;
+            for (int64_t p = 0; p < P; p++) r[p] = v;
+        } else {
+            double v = ((const double *)bias)[c0 + c], *r = (double *)y + c * P;
+            for (int64_t p = 0; p < P; p++) r[p] = v;
+        }
+}
+
 static void image_range(void *ctx, int64_t lo, int64_t hi, int part)
 {
     const image_job *j = ctx;
@@ -263,13 +314,12 @@ static void image_range(void *ctx, int64_t lo, int64_t hi, int part)
             char *w = (char *)j->weight + (size_t)(gi * j->d.cog * ck) * es;
             switch (j->kind) {
             case IMG_FORWARD:
-                if (j->bias)
-                    for (int64_t c = 0; c < j->d.cog; c++)
-                        for (int64_t p = 0; p < P; p++)
-                            memcpy(y + (size_t)(c * P + p) * es, (const char *)j->bias + (size_t)(gi * j->d.cog + c) * es, es);
+                if (j->bias) fill_bias(j->dtype, y, j->bias, gi * j->d.cog, j->d.cog, P);
                 if (j->dtype == DP_FLOAT32) im2col_f32(g, j->d.cig, (const float *)x, (float *)col, P);
                 else im2col_f64(g, j->d.cig, (const double *)x, (double *)col, P);
-                gemm(j->dtype, false, false, j->d.cog, P, ck, w, ck, col, P, j->bias ? 1.0 : 0.0, y, P);
+                if (ck > SHORT_K) gemm(j->dtype, false, false, j->d.cog, P, ck, w, ck, col, P, j->bias ? 1.0 : 0.0, y, P);
+                else if (j->dtype == DP_FLOAT32) short_nn_f32(j->d.cog, P, ck, (const float *)w, (const float *)col, P, j->bias, (float *)y, P);
+                else short_nn_f64(j->d.cog, P, ck, (const double *)w, (const double *)col, P, j->bias, (double *)y, P);
                 break;
             case IMG_INPUT_GRAD:
                 gemm(j->dtype, true, false, ck, P, j->d.cog, w, ck, y, P, 0.0, col, P);
@@ -280,7 +330,10 @@ static void image_range(void *ctx, int64_t lo, int64_t hi, int part)
             case IMG_WEIGHT_GRAD:
                 if (j->dtype == DP_FLOAT32) im2col_f32(g, j->d.cig, (const float *)x, (float *)col, P);
                 else im2col_f64(g, j->d.cig, (const double *)x, (double *)col, P);
-                gemm(j->dtype, false, true, j->d.cog, ck, P, y, P, col, P, 1.0, partial + (size_t)(gi * j->d.cog * ck) * es, ck);
+                if (ck > SHORT_K) gemm(j->dtype, false, true, j->d.cog, ck, P, y, P, col, P, 1.0, partial + (size_t)(gi * j->d.cog * ck) * es, ck);
+                else if (j->dtype == DP_FLOAT32)
+                    short_nt_f32(j->d.cog, ck, P, (const float *)y, P, (const float *)col, P, (float *)partial + gi * j->d.cog * ck, ck);
+                else short_nt_f64(j->d.cog, ck, P, (const double *)y, P, (const double *)col, P, (double *)partial + gi * j->d.cog * ck, ck);
                 break;
             }
         }
