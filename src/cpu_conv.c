@@ -1,15 +1,19 @@
 /* cpu_conv.c: the CPU backend's convolution kernels (backend.h's conv_forward,
- * conv_backward_input, conv_backward_weight) as im2col / col2im and OpenBLAS's GEMM.
+ * conv_backward_input, conv_backward_weight) as im2col / col2im and matrix products.
  *
- * The batch is cut into chunks of about 4 MB of buffers (larger ones were slower: the
- * columns leave the caches between im2col, the GEMM and col2im); in a chunk, the columns of all
- * its images sit side by side ([C_in/groups * taps, images * positions]) so that each
- * group takes one large GEMM per chunk, which OpenBLAS runs on its threads.  The output
- * side is copied between [N, C, positions] and [C, images * positions] around the GEMM
- * (the bias is added in that copy).  The im2col, col2im and copies are split across the
- * worker pool by image.  On the MNIST network's layers this beat one GEMM per image on
- * OpenBLAS's threads by 2x, and per-image GEMMs split across the pool (which needs
- * OpenBLAS single-threaded, a process-wide setting); see bench/README.md. */
+ * Two arrangements, chosen by the size of one image's product:
+ * - small (at most 262144 multiply-adds, which OpenBLAS runs on the calling thread): the
+ *   images are split across the worker pool, each with its columns in cache and its output
+ *   written in place; a product with a short inner dimension (the first layer of an image
+ *   network: 1 channel x 9 taps) is our own loop, not OpenBLAS.
+ * - large: the batch is cut into chunks of about 4 MB of buffers; in a chunk the columns of
+ *   its images sit side by side ([C_in/groups * taps, images * positions]) so that each
+ *   group takes one GEMM per chunk on OpenBLAS's threads, and the output side is copied
+ *   between [N, C, positions] and [C, images * positions] around it (with the bias).
+ *   Larger chunks were slower (the columns leave the caches between im2col, the GEMM and
+ *   col2im), and one GEMM per image on OpenBLAS's threads was up to 2x slower on the MNIST
+ *   network's second layer (64 x 576 x 288 per image).
+ * The im2col, col2im and copies are split across the worker pool by image. */
 #include <cblas.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -101,8 +105,8 @@ static void valid_range(int64_t n, int64_t s, int64_t off, int64_t size, int64_t
 CONV_COL(float, f32)
 CONV_COL(double, f64)
 
-/* Products with a short inner dimension (the first layer of an image network: one input
- * channel, 9 taps), where OpenBLAS's packing costs more than the arithmetic.
+/* Products with a short inner dimension, where OpenBLAS's packing costs more than the
+ * arithmetic.
  * nn: C[m, n] = (acc ? C : 0) + A[m, k] B[k, n], rows of B scaled and added (vectorised over n);
  * nt: C[m, n] += A[m, p] B[n, p]^T, dot products over the long p with eight partial sums
  * (so that the loop vectorises in IEEE order). */
