@@ -98,6 +98,7 @@ static void cpu_empty_cache(void)
     for (int i = 0; i < CACHE_SLOTS; i++) { free(g_cache[i].ptr); g_cache[i].ptr = NULL; }
     g_cached_bytes = 0;
     pthread_mutex_unlock(&g_cache_lock);
+    dp_cpu_conv_release_buffers();
 }
 
 static int cpu_copy_bytes(dp_device dev, void *dst, const void *src, size_t n, bool nb) { memcpy(dst, src, n); return 0; }

@@ -109,5 +109,7 @@ int cpu_reduce(dp_reduce_op op, const dp_view *out, const dp_view *idx, const dp
 int dp_cpu_conv_forward(int dtype, const dp_conv_geom *g, void *out, const void *in, const void *w, const void *b);
 int dp_cpu_conv_backward_input(int dtype, const dp_conv_geom *g, void *grad_in, const void *grad_out, const void *w);
 int dp_cpu_conv_backward_weight(int dtype, const dp_conv_geom *g, void *grad_w, const void *grad_out, const void *in);
+/* Frees the column buffers kept between calls (the backend's empty_cache). */
+void dp_cpu_conv_release_buffers(void);
 
 #endif

@@ -246,6 +246,15 @@ static void buffer_put(void *p, bool kept)
     else free(p);
 }
 
+void dp_cpu_conv_release_buffers(void)
+{
+    pthread_mutex_lock(&g_keep_lock);
+    free(g_keep);
+    g_keep = NULL;
+    g_keep_size = 0;
+    pthread_mutex_unlock(&g_keep_lock);
+}
+
 /* The chunk size and its buffers (col, then rows), or -1 with the message set. */
 static int chunk_setup(conv_job *j, int dtype, const dp_conv_geom *g, int64_t *nb)
 {
@@ -345,15 +354,20 @@ static void image_range(void *ctx, int64_t lo, int64_t hi, int part)
 
 /* DPLUA_CONV_SMALL_GEMM overrides the limit (0: every convolution takes the chunked path),
  * so that the specs check both paths on the same small cases. */
+static double g_small_limit;
+static pthread_once_t g_small_once = PTHREAD_ONCE_INIT;
+
+static void read_small_limit(void)
+{
+    const char *env = getenv("DPLUA_CONV_SMALL_GEMM");
+    g_small_limit = env && *env ? atof(env) : SMALL_GEMM;
+}
+
 static bool small_products(const dp_conv_geom *g)
 {
-    static double limit = -1;
-    if (limit < 0) {
-        const char *env = getenv("DPLUA_CONV_SMALL_GEMM");
-        limit = env && *env ? atof(env) : SMALL_GEMM;
-    }
+    pthread_once(&g_small_once, read_small_limit);
     conv_dims d = dims_of(g);
-    return (double)d.cog * (double)d.pout * (double)(d.cig * d.k) <= limit;
+    return (double)d.cog * (double)d.pout * (double)(d.cig * d.k) <= g_small_limit;
 }
 
 /* The three kernels for small products; -1 with the message set on failure. */
