@@ -676,6 +676,9 @@ static const dp_backend g_cuda_backend = {
     /* sort_rows            */ dp_cuda_sort_rows,
     /* scan_rows            */ dp_cuda_scan_rows,
     /* scatter_add_rows     */ dp_cuda_scatter_add_rows,
+    /* conv_forward         */ dp_cuda_conv_forward,
+    /* conv_backward_input  */ dp_cuda_conv_backward_input,
+    /* conv_backward_weight */ dp_cuda_conv_backward_weight,
 };
 
 extern "C" const dp_backend *dp_cuda_backend_init(const dp_backend_host *host, int *device_count, char *err,

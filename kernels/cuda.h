@@ -74,6 +74,20 @@ DP_CUDA_INTERNAL int dp_cuda_gemm(int dtype, bool trans_a, bool trans_b, int64_t
                                   const void *b, int64_t ldb, int64_t stride_b,
                                   double beta, void *c, int64_t ldc, int64_t stride_c, int64_t batch);
 
+/* ---- conv.cu */
+DP_CUDA_INTERNAL int dp_cuda_conv_forward(int dtype, const dp_conv_geom *g, void *out, const void *in, const void *w,
+                                          const void *b);
+DP_CUDA_INTERNAL int dp_cuda_conv_backward_input(int dtype, const dp_conv_geom *g, void *grad_in, const void *grad_out,
+                                                 const void *w);
+DP_CUDA_INTERNAL int dp_cuda_conv_backward_weight(int dtype, const dp_conv_geom *g, void *grad_w, const void *grad_out,
+                                                  const void *in);
+
+/* ---- conv_cudnn.cu: 1 when cuDNN computed it (which: 0 forward, 1 input gradient, 2 weight
+ * gradient; arguments in the order of the three launchers above; accumulate adds to a0),
+ * 0 when the caller should run im2col (no cuDNN, not enabled, a shape it cannot express) */
+DP_CUDA_INTERNAL int dp_cuda_cudnn_conv(int which, int dtype, const dp_conv_geom *g, void *a0, const void *a1,
+                                        const void *a2, bool accumulate);
+
 /* ---- index.cu */
 DP_CUDA_INTERNAL int dp_cuda_index_select(const dp_view *out, const dp_view *in, int dim, const dp_view *idx);
 DP_CUDA_INTERNAL int dp_cuda_index_add(const dp_view *grad_in, int dim, const dp_view *idx, const dp_view *src);

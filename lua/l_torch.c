@@ -584,6 +584,31 @@ static int c_linear(lua_State *L)
     return lt_done(L, *slot = dp_linear(x, w, b));
 }
 
+/* conv(x, w, b, name, groups, transposed, stride, pad_lo, pad_hi, dilation, output_padding):
+ * the five tables are arrays of nd integers (nn.functional checks what users pass) */
+static int c_conv(lua_State *L)
+{
+    dp_tensor *x = lt_check(L, 1), *w = lt_check(L, 2), *b = lua_isnoneornil(L, 3) ? NULL : lt_check(L, 3);
+    dp_conv_opts o = { .name = luaL_checkstring(L, 4), .groups = luaL_checkinteger(L, 5), .transposed = lua_toboolean(L, 6) };
+    int64_t *fields[5] = { o.stride, o.pad_lo, o.pad_hi, o.dilation, o.output_padding };
+    luaL_checktype(L, 7, LUA_TTABLE);
+    o.nd = (int)luaL_len(L, 7);
+    if (o.nd < 1 || o.nd > 3) return luaL_error(L, "%s: %d spatial dims are not supported", o.name, o.nd);
+    for (int f = 0; f < 5; f++) {
+        luaL_checktype(L, 7 + f, LUA_TTABLE);
+        if (luaL_len(L, 7 + f) != o.nd) return luaL_argerror(L, 7 + f, "expected one value per spatial dim");
+        for (int d = 0; d < o.nd; d++) {
+            lua_geti(L, 7 + f, d + 1);
+            int ok;
+            fields[f][d] = lua_tointegerx(L, -1, &ok);
+            if (!ok) return luaL_argerror(L, 7 + f, "expected integers");
+            lua_pop(L, 1);
+        }
+    }
+    dp_tensor **slot = lt_newslot(L);
+    return lt_done(L, *slot = dp_conv(x, w, b, &o));
+}
+
 static int c_mse_loss(lua_State *L)
 {
     dp_tensor *x = lt_check(L, 1), *y = lt_check(L, 2);
@@ -677,7 +702,7 @@ static const luaL_Reg torch_functions[] = {
     { "get_default_device", c_get_default_device }, { "manual_seed", c_manual_seed }, { "initial_seed", c_initial_seed },
     { "set_num_threads", c_set_num_threads }, { "get_num_threads", c_get_num_threads },
     { "set_float32_matmul_precision", c_set_float32_matmul_precision }, { "clock", lt_clock },
-    { "linear", c_linear }, { "mse_loss", c_mse_loss }, { "nll_loss", c_nll_loss },
+    { "linear", c_linear }, { "conv", c_conv }, { "mse_loss", c_mse_loss }, { "nll_loss", c_nll_loss },
     { "cross_entropy", c_cross_entropy }, { "dropout", c_dropout }, { "sgd_step", c_sgd_step },
     { "adam_step", c_adam_step }, { "bytes_copied", c_bytes_copied }, { "set_data", c_set_data },
     { "ops", lt_push_op_table }, { NULL, NULL }

@@ -35,6 +35,14 @@ typedef struct {
     int64_t planes, ih, iw, oh, ow;
     int64_t kh, kw, sh, sw, ph, pw, dh, dw;
 } dp_pool2d_params;
+/* The shape of one convolution, as the conv kernels take it: nd spatial dims (unused dims
+ * have size 1, kernel 1, stride 1, pad 0, dilation 1), pad counted before each dim (the
+ * output sizes say how much padding follows). */
+typedef struct {
+    int nd;
+    int64_t batch, in_channels, out_channels, groups;
+    int64_t in[3], out[3], kernel[3], stride[3], pad[3], dilation[3];
+} dp_conv_geom;
 
 typedef struct dp_backend {
     const char *name;
@@ -122,6 +130,14 @@ typedef struct dp_backend {
                      int64_t *indices, bool reverse);
     int (*scatter_add_rows)(dp_device dev, int dtype, int64_t rows, int64_t n_src, int64_t n_out,
                             const void *src, const int64_t *idx, void *out);
+    /* convolution (conv.c): contiguous tensors of one dtype (float32 or float64), shapes in g.
+     * I is the image side [N, C_in, *in], O the output side [N, C_out, *out], w
+     * [C_out, C_in/groups, *kernel].  forward: O = conv(I, w) + b (b may be NULL);
+     * backward_input: gI = conv's adjoint applied to gO (also the transposed convolution);
+     * backward_weight: gw = the gradient of w from gO and I (overwritten, not accumulated). */
+    int (*conv_forward)(int dtype, const dp_conv_geom *g, void *out, const void *in, const void *w, const void *b);
+    int (*conv_backward_input)(int dtype, const dp_conv_geom *g, void *grad_in, const void *grad_out, const void *w);
+    int (*conv_backward_weight)(int dtype, const dp_conv_geom *g, void *grad_w, const void *grad_out, const void *in);
 } dp_backend;
 
 /* The backend registry (registry.c): the backend serving a device, or NULL with dp_error()

@@ -98,6 +98,7 @@ static void cpu_empty_cache(void)
     for (int i = 0; i < CACHE_SLOTS; i++) { free(g_cache[i].ptr); g_cache[i].ptr = NULL; }
     g_cached_bytes = 0;
     pthread_mutex_unlock(&g_cache_lock);
+    dp_cpu_conv_release_buffers();
 }
 
 static int cpu_copy_bytes(dp_device dev, void *dst, const void *src, size_t n, bool nb) { memcpy(dst, src, n); return 0; }
@@ -488,4 +489,8 @@ const dp_backend dp_cpu_backend = {
     .sort_rows = dp_cpu_sort_rows,
     .scan_rows = dp_cpu_scan_rows,
     .scatter_add_rows = dp_cpu_scatter_add_rows,
+    /* convolution (cpu_conv.c) */
+    .conv_forward = dp_cpu_conv_forward,
+    .conv_backward_input = dp_cpu_conv_backward_input,
+    .conv_backward_weight = dp_cpu_conv_backward_weight,
 };

@@ -116,5 +116,11 @@ int dp_cpu_scan_rows(dp_device dev, int op, int dtype, int64_t rows, int64_t n, 
                      int64_t *indices, bool reverse);
 int dp_cpu_scatter_add_rows(dp_device dev, int dtype, int64_t rows, int64_t n_src, int64_t n_out,
                             const void *src, const int64_t *idx, void *out);
+/* ---------------------------------------------------------------- convolution (cpu_conv.c) */
+int dp_cpu_conv_forward(int dtype, const dp_conv_geom *g, void *out, const void *in, const void *w, const void *b);
+int dp_cpu_conv_backward_input(int dtype, const dp_conv_geom *g, void *grad_in, const void *grad_out, const void *w);
+int dp_cpu_conv_backward_weight(int dtype, const dp_conv_geom *g, void *grad_w, const void *grad_out, const void *in);
+/* Frees the column buffers kept between calls (the backend's empty_cache). */
+void dp_cpu_conv_release_buffers(void);
 
 #endif

@@ -320,6 +320,19 @@ typedef struct {
     int64_t divisor_override;     /* 0: none */
 } dp_pool2d_opts;
 dp_tensor *dp_pool2d(dp_tensor *x, const dp_pool2d_opts *o, dp_tensor **indices);
+/* ---- convolution (conv.c): N-d convolution and its transpose over nd = 1..3 spatial dims.
+ * x [N, C_in, *spatial] (or unbatched [C_in, *spatial]), w [C_out, C_in/groups, *kernel]
+ * ([C_in, C_out/groups, *kernel] when transposed), b [C_out] or NULL.  Padding may differ on
+ * the two sides of a dim (pad_lo before, pad_hi after: PyTorch's padding='same' with an even
+ * kernel); output_padding is for the transpose only. */
+typedef struct {
+    int nd;
+    int64_t stride[3], pad_lo[3], pad_hi[3], dilation[3], output_padding[3];
+    int64_t groups;
+    bool transposed;
+    const char *name;          /* for messages: "conv2d", "conv_transpose2d" ... */
+} dp_conv_opts;
+dp_tensor *dp_conv(dp_tensor *x, dp_tensor *w, dp_tensor *b, const dp_conv_opts *o);
 
 /* ---- optimizer updates (in place, one call per parameter; PyTorch's update rules) */
 typedef struct {

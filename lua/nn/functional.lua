@@ -72,4 +72,7 @@ end
 -- pooling, batch_norm, dropout2d, pad, interpolate
 require('nn.functional_vision')(F)
 
+-- conv1d, conv2d, conv_transpose1d, conv_transpose2d (nn/convolution.lua)
+for name, f in pairs(require('nn.convolution').functional) do F[name] = f end
+
 return F

@@ -1,0 +1,192 @@
+-- Convolution: nn.functional's conv1d, conv2d, conv_transpose1d, conv_transpose2d (one
+-- engine call each, after the arguments are read as PyTorch reads them) and nn._ConvNd,
+-- the base of nn.Conv1d, nn.Conv2d and nn.ConvTranspose2d (PyTorch's _ConvNd: the
+-- arguments, the parameters with PyTorch's shapes and initialisation, the repr).
+local torch = require 'torch'
+local C = require 'torch._C'
+local Parameter = require 'nn.Parameter'
+local utils = require 'nn.utils'
+require 'nn.Module'
+
+local M = {}
+
+local function is_int(v) return math.type(v) == 'integer' or (type(v) == 'number' and v == math.floor(v) and v == v) end
+
+-- A size argument as a table of nd integers: a number repeats, a table must have nd.
+local function tuple(who, what, v, nd)
+  if type(v) == 'number' and is_int(v) then
+    local t = {}
+    for i = 1, nd do t[i] = math.tointeger(v) end
+    return t
+  end
+  if type(v) == 'table' and #v == nd then
+    local t = {}
+    for i = 1, nd do
+      if not is_int(v[i]) then break end
+      t[i] = math.tointeger(v[i])
+    end
+    if #t == nd then return t end
+  end
+  local shown = tostring(v)
+  if type(v) == 'table' then
+    local parts = {}
+    for i, x in ipairs(v) do parts[i] = tostring(x) end
+    shown = '{' .. table.concat(parts, ', ') .. '}'
+  end
+  utils.error(('%s: %s must be an integer or a table of %d integers, got %s'):format(who, what, nd, shown))
+end
+M.tuple = tuple
+
+-- The padding on each side of each dim: a number, a table, 'valid' or 'same' (stride 1
+-- only; an even span puts the extra element after, as PyTorch does).
+local function padding(who, p, nd, kernel, stride, dilation)
+  if type(p) == 'string' then
+    if p == 'valid' then return tuple(who, 'padding', 0, nd), tuple(who, 'padding', 0, nd) end
+    if p ~= 'same' then
+      utils.error(("%s: invalid padding string '%s', should be one of 'valid', 'same'"):format(who, p))
+    end
+    for d = 1, nd do
+      if stride[d] ~= 1 then utils.error(("%s: padding='same' is not supported for strided convolutions"):format(who)) end
+    end
+    local lo, hi = {}, {}
+    for d = 1, nd do
+      local total = dilation[d] * (kernel[d] - 1)
+      lo[d] = total // 2
+      hi[d] = total - lo[d]
+    end
+    return lo, hi
+  end
+  local t = tuple(who, 'padding', p, nd)
+  return t, t
+end
+
+-- F.convNd(input, weight [, bias] [, {stride=, padding=, dilation=, groups=}]) and
+-- F.conv_transposeNd(... {stride=, padding=, output_padding=, groups=, dilation=}).
+local function conv(nd, transposed)
+  local who = (transposed and 'conv_transpose%dd' or 'conv%dd'):format(nd)
+  local defaults = { stride = 1, padding = 0, dilation = 1, groups = 1 }
+  if transposed then defaults.output_padding = 0 end
+  return function(x, weight, bias, opts)
+    utils.check_tensor(who, x, 'input')
+    utils.check_tensor(who, weight, 'weight')
+    if opts == nil and type(bias) == 'table' then bias, opts = nil, bias end
+    if bias ~= nil then utils.check_tensor(who, bias, 'bias') end
+    local o = utils.options(who, opts, defaults)
+    if weight:dim() ~= nd + 2 then
+      utils.error(('%s: expected a %dD weight, but got weight of size %s'):format(who, nd + 2, utils.shape(weight)))
+    end
+    local kernel = {}
+    for d = 1, nd do kernel[d] = weight:size(2 + d) end
+    local stride = tuple(who, 'stride', o.stride, nd)
+    local dilation = tuple(who, 'dilation', o.dilation, nd)
+    if transposed and type(o.padding) == 'string' then
+      utils.error(('%s: padding must be an integer or a table of %d integers, got %s'):format(who, nd, o.padding))
+    end
+    local lo, hi = padding(who, o.padding, nd, kernel, stride, dilation)
+    local outpad = tuple(who, 'output_padding', o.output_padding or 0, nd)
+    if not is_int(o.groups) then utils.error(('%s: groups must be an integer, got %s'):format(who, tostring(o.groups))) end
+    return C.conv(x, weight, bias, who, math.tointeger(o.groups), transposed, stride, lo, hi, dilation, outpad)
+  end
+end
+
+M.functional = {
+  conv1d = conv(1, false), conv2d = conv(2, false),
+  conv_transpose1d = conv(1, true), conv_transpose2d = conv(2, true),
+}
+
+-- ---------------------------------------------------------------- nn._ConvNd
+
+local ConvNd, parent = torch.class('nn._ConvNd', 'nn.Module')
+
+-- Python's repr of a tuple: (3,) or (3, 3).
+local function pytuple(t)
+  local s = {}
+  for i, v in ipairs(t) do s[i] = tostring(v) end
+  return '(' .. table.concat(s, ', ') .. (#t == 1 and ',)' or ')')
+end
+
+local function all(t, v)
+  for _, x in ipairs(t) do if x ~= v then return false end end
+  return true
+end
+
+-- The constructor of every convolution layer: nd spatial dims, transposed or not.
+function ConvNd:__init(who, nd, transposed, in_channels, out_channels, kernel_size, opts)
+  parent.__init(self)
+  local defaults = { stride = 1, padding = 0, dilation = 1, groups = 1, bias = true, padding_mode = 'zeros',
+                     device = false, dtype = false }
+  if transposed then defaults.output_padding = 0 end
+  local o = utils.options(who, opts, defaults)
+  for what, v in pairs { in_channels = in_channels, out_channels = out_channels } do
+    if math.type(v) ~= 'integer' or v < 0 then
+      utils.error(('%s: %s must be a non-negative integer, got %s'):format(who, what, tostring(v)))
+    end
+  end
+  if math.type(o.groups) ~= 'integer' or o.groups <= 0 then
+    utils.error(('%s: groups must be a positive integer, got %s'):format(who, tostring(o.groups)))
+  end
+  if in_channels % o.groups ~= 0 then
+    utils.error(('%s: in_channels must be divisible by groups (%d and %d)'):format(who, in_channels, o.groups))
+  end
+  if out_channels % o.groups ~= 0 then
+    utils.error(('%s: out_channels must be divisible by groups (%d and %d)'):format(who, out_channels, o.groups))
+  end
+  if o.padding_mode ~= 'zeros' then
+    utils.error(("%s: padding_mode '%s' is not supported (only 'zeros' is)"):format(who, tostring(o.padding_mode)))
+  end
+  self.in_channels, self.out_channels, self.groups = in_channels, out_channels, o.groups
+  self.kernel_size = tuple(who, 'kernel_size', kernel_size, nd)
+  self.stride = tuple(who, 'stride', o.stride, nd)
+  self.dilation = tuple(who, 'dilation', o.dilation, nd)
+  if transposed and type(o.padding) == 'string' then
+    utils.error(('%s: padding must be an integer or a table of %d integers, got %s'):format(who, nd, o.padding))
+  end
+  padding(who, o.padding, nd, self.kernel_size, self.stride, self.dilation)   -- checks it
+  self.padding = type(o.padding) == 'string' and o.padding or tuple(who, 'padding', o.padding, nd)
+  self.output_padding = tuple(who, 'output_padding', o.output_padding or 0, nd)
+  self.transposed, self.padding_mode, self._nd = transposed, o.padding_mode, nd
+  local wshape = transposed and { in_channels, out_channels // o.groups } or { out_channels, in_channels // o.groups }
+  for d = 1, nd do wshape[2 + d] = self.kernel_size[d] end
+  local topts = { device = o.device or nil, dtype = o.dtype or nil }
+  self.weight = Parameter(torch.empty(wshape, topts))
+  if o.bias then self.bias = Parameter(torch.empty(out_channels, topts)) end
+  self:reset_parameters()
+end
+
+-- PyTorch's kaiming_uniform_(a = sqrt(5)) on the weight, which is U(-b, b) with
+-- b = 1/sqrt(fan_in), fan_in = weight:size(2) * the kernel's taps; the bias the same.
+function ConvNd:reset_parameters()
+  local fan_in = self.weight:size(2)
+  for _, k in ipairs(self.kernel_size) do fan_in = fan_in * k end
+  local bound = fan_in > 0 and 1 / math.sqrt(fan_in) or 0
+  torch.no_grad(function()
+    self.weight:uniform_(-bound, bound)
+    if self.bias ~= nil then self.bias:uniform_(-bound, bound) end
+  end)
+end
+
+function ConvNd:_conv_opts()
+  local o = { stride = self.stride, padding = self.padding, dilation = self.dilation, groups = self.groups }
+  if self.transposed then o.output_padding = self.output_padding end
+  return o
+end
+
+function ConvNd:forward(x)
+  local f = M.functional[(self.transposed and 'conv_transpose%dd' or 'conv%dd'):format(self._nd)]
+  return f(x, self.weight, self.bias, self:_conv_opts())
+end
+
+function ConvNd:extra_repr()
+  local s = ('%d, %d, kernel_size=%s, stride=%s'):format(self.in_channels, self.out_channels, pytuple(self.kernel_size),
+    pytuple(self.stride))
+  if type(self.padding) == 'string' then s = s .. ', padding=' .. self.padding
+  elseif not all(self.padding, 0) then s = s .. ', padding=' .. pytuple(self.padding) end
+  if not all(self.dilation, 1) then s = s .. ', dilation=' .. pytuple(self.dilation) end
+  if not all(self.output_padding, 0) then s = s .. ', output_padding=' .. pytuple(self.output_padding) end
+  if self.groups ~= 1 then s = s .. ', groups=' .. self.groups end
+  if self.bias == nil then s = s .. ', bias=False' end
+  return s
+end
+
+M.ConvNd = ConvNd
+return M
