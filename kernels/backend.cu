@@ -671,6 +671,9 @@ static const dp_backend g_cuda_backend = {
     /* max_memory_allocated */ cuda_max_memory_allocated,
     /* empty_cache          */ cuda_empty_cache,
     /* set_tf32             */ cuda_set_tf32,
+    /* layers: normalization */
+    /* layer_norm           */ dp_cuda_layer_norm,
+    /* layer_norm_backward  */ dp_cuda_layer_norm_backward,
 };
 
 extern "C" const dp_backend *dp_cuda_backend_init(const dp_backend_host *host, int *device_count, char *err,

@@ -88,6 +88,15 @@ DP_CUDA_INTERNAL int dp_cuda_sgd_step(int dtype, int64_t n, void *param, const v
 DP_CUDA_INTERNAL int dp_cuda_adam_step(int dtype, int64_t n, void *param, const void *grad, void *m, void *v,
                                        const dp_adam_opts *o);
 
+/* ---- norm.cu (layers) */
+DP_CUDA_INTERNAL int dp_cuda_layer_norm(const dp_view *out, const dp_view *mean, const dp_view *rstd, const dp_view *x,
+                                        const dp_view *weight, const dp_view *bias, int64_t rows, int64_t cols,
+                                        double eps);
+DP_CUDA_INTERNAL int dp_cuda_layer_norm_backward(const dp_view *grad_x, const dp_view *grad_weight,
+                                                 const dp_view *grad_bias, const dp_view *grad_out, const dp_view *x,
+                                                 const dp_view *mean, const dp_view *rstd, const dp_view *weight,
+                                                 int64_t rows, int64_t cols);
+
 #ifdef __cplusplus
 }
 #endif

@@ -482,4 +482,7 @@ const dp_backend dp_cpu_backend = {
     .sgd_step = cpu_sgd_step,
     .adam_step = cpu_adam_step,
     .empty_cache = cpu_empty_cache,
+    /* layers: normalization */
+    .layer_norm = cpu_layer_norm,
+    .layer_norm_backward = cpu_layer_norm_backward,
 };

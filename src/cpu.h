@@ -105,4 +105,11 @@ int cpu_binary_scalar(dp_binary_op op, const dp_view *out, const dp_view *a, dou
 int cpu_where(const dp_view *out, const dp_view *cond, const dp_view *a, const dp_view *b);
 int cpu_reduce(dp_reduce_op op, const dp_view *out, const dp_view *idx, const dp_view *in, int dim);
 
+/* cpu_norm.c */
+int cpu_layer_norm(const dp_view *out, const dp_view *mean, const dp_view *rstd, const dp_view *x,
+                   const dp_view *weight, const dp_view *bias, int64_t rows, int64_t cols, double eps);
+int cpu_layer_norm_backward(const dp_view *gx, const dp_view *gw, const dp_view *gb, const dp_view *gy,
+                            const dp_view *x, const dp_view *mean, const dp_view *rstd, const dp_view *weight,
+                            int64_t rows, int64_t cols);
+
 #endif
