@@ -82,4 +82,7 @@ function F.nll_loss(input, target, opts)
   return C.nll_loss(input, target, reduction('nll_loss', opts))
 end
 
+-- Embedding, normalization and activations (lua/nn/functional_layers.lua) --------------
+require('nn.functional_layers').install(F)
+
 return F

@@ -32,4 +32,7 @@ for _, name in ipairs {
   rawset(nn, name, require('nn.' .. name))
 end
 
+-- files that define several classes (torch.class puts each into nn)
+for _, part in ipairs { 'activation', 'normalization', 'containers', 'Embedding' } do require('nn.' .. part) end
+
 return nn
