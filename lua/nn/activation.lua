@@ -27,7 +27,11 @@ local function activation(name, params, fn, repr)
     local who = 'nn.' .. name
     if type(first) == 'table' and getmetatable(first) == nil then
       local defaults = {}
-      for _, p in ipairs(params) do defaults[p[1]] = p[2] == nil and false or p[2] end   -- false: no default
+      for _, p in ipairs(params) do   -- false: no default
+        local d = p[2]
+        if d == nil then d = false end
+        defaults[p[1]] = d
+      end
       defaults.inplace = false
       local o = utils.options(who, first, defaults)
       for _, p in ipairs(params) do

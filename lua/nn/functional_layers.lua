@@ -290,7 +290,8 @@ function M.hardtanh(x, min_val, max_val)
   if min_val > max_val then
     utils.error(('hardtanh: min_val (%s) cannot be greater than max_val (%s)'):format(min_val, max_val))
   end
-  return torch.where(x:le(min_val), min_val, torch.where(x:ge(max_val), max_val, x))
+  local bound = x:clamp(min_val, max_val):detach()
+  return torch.where(x:le(min_val), bound, torch.where(x:ge(max_val), bound, x))
 end
 
 function M.relu6(x) return M.hardtanh(check('relu6', x), 0, 6) end
