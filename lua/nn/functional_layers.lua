@@ -4,8 +4,8 @@
 --
 -- layer_norm is one engine op (src/norm.c: the forward saves each row's mean and 1/std,
 -- the backward is one kernel); group_norm is that op on a [N, groups, -1] view.  The rest
--- are compositions of the engine's differentiable ops, so they run on every device and
--- autograd needs nothing of their own.  Where a branch could overflow (exp of a large x),
+-- (but gelu and silu, rows of the op table) are compositions of the engine's differentiable
+-- ops, so they run on every device and autograd needs nothing of their own.  Where a branch could overflow (exp of a large x),
 -- its input is clamped first, so the branch that torch.where drops never feeds inf * 0 =
 -- NaN into the gradient.
 local torch = require 'torch'
@@ -221,7 +221,7 @@ end
 
 -- Activations ----------------------------------------------------------------------------
 
-local SQRT1_2, SQRT_2_PI = math.sqrt(0.5), math.sqrt(2 / math.pi)
+local SQRT_2_PI = math.sqrt(2 / math.pi)
 
 -- gelu(x [, approximate='none' | 'tanh'], also {approximate=}):
 -- x * Phi(x) = x/2 (1 + erf(x / sqrt 2)), or the tanh approximation
@@ -230,7 +230,7 @@ function M.gelu(x, approximate)
   if type(approximate) == 'table' then approximate = utils.options('gelu', approximate, { approximate = 'none' }).approximate end
   approximate = approximate or 'none'
   if approximate == 'none' then
-    return x * 0.5 * ((x * SQRT1_2):erf() + 1)
+    return x:gelu()   -- one op of the op table (src/ops.def)
   elseif approximate == 'tanh' then
     local inner = (x + x * x * x * 0.044715) * SQRT_2_PI
     return x * 0.5 * (inner:tanh() + 1)
@@ -238,7 +238,7 @@ function M.gelu(x, approximate)
   utils.error(("gelu: approximate must be 'none' or 'tanh', got %s"):format(tostring(approximate)))
 end
 
-function M.silu(x) return check('silu', x) * x:sigmoid() end
+function M.silu(x) return check('silu', x):silu() end
 
 -- an option given positionally or in a table: f(x, 0.2) or f(x, {negative_slope=0.2})
 local function opt(who, v, name, default)
