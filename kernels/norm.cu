@@ -2,8 +2,9 @@
  * One block per row: the row's mean and then its squared deviations are block sums in
  * double (two passes, as the CPU kernel), so float32 results agree with the CPU to
  * rounding.  The backward's row kernel writes grad_x from two more block sums; the
- * gradients of weight and bias are column sums over the rows, one thread per column
- * (consecutive threads read consecutive columns of a row, so the reads coalesce). */
+ * gradients of weight and bias are column sums over the rows, one thread per column and
+ * chunk of rows (consecutive threads read consecutive columns of a row, so the reads
+ * coalesce), the chunks then added in order, so the result does not depend on timing. */
 #include "common.cuh"
 
 static unsigned row_threads(int64_t cols)
@@ -71,17 +72,38 @@ static __global__ void layer_norm_backward_kernel(int64_t rows, int64_t n, const
     }
 }
 
-/* gw[i] = sum_r gy[r, i] * xhat[r, i], gb[i] = sum_r gy[r, i] (either may be NULL) */
+/* gw[i] = sum_r gy[r, i] * xhat[r, i], gb[i] = sum_r gy[r, i], in two steps so that a tall
+ * batch keeps the GPU busy: each block row (blockIdx.y) sums a chunk of ROW_CHUNK rows into
+ * partial[chunk][0 | 1][i] (doubles), then one thread per column adds the chunks in order. */
+#define ROW_CHUNK 64
+
 template <typename T>
-static __global__ void layer_norm_params_kernel(int64_t rows, int64_t n, const T *gy, const T *x, const T *mean,
-                                                const T *rstd, T *gw, T *gb)
+static __global__ void layer_norm_params_partial_kernel(int64_t rows, int64_t n, int64_t nchunks, const T *gy,
+                                                        const T *x, const T *mean, const T *rstd, double *partial)
+{
+    for (int64_t c = blockIdx.y; c < nchunks; c += gridDim.y) {
+        int64_t r0 = c * ROW_CHUNK, r1 = r0 + ROW_CHUNK < rows ? r0 + ROW_CHUNK : rows;
+        for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+            double sw = 0, sb = 0;
+            for (int64_t r = r0; r < r1; r++) {
+                double g = (double)gy[r * n + i];
+                sw += g * (((double)x[r * n + i] - (double)mean[r]) * (double)rstd[r]);
+                sb += g;
+            }
+            partial[(c * 2) * n + i] = sw;
+            partial[(c * 2 + 1) * n + i] = sb;
+        }
+    }
+}
+
+template <typename T>
+static __global__ void layer_norm_params_finish_kernel(int64_t n, int64_t nchunks, const double *partial, T *gw, T *gb)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         double sw = 0, sb = 0;
-        for (int64_t r = 0; r < rows; r++) {
-            double g = (double)gy[r * n + i];
-            sw += g * (((double)x[r * n + i] - (double)mean[r]) * (double)rstd[r]);
-            sb += g;
+        for (int64_t c = 0; c < nchunks; c++) {
+            sw += partial[(c * 2) * n + i];
+            sb += partial[(c * 2 + 1) * n + i];
         }
         if (gw) gw[i] = (T)sw;
         if (gb) gb[i] = (T)sb;
@@ -113,11 +135,22 @@ static int layer_norm_backward_launch(const dp_view *gx, const dp_view *gw, cons
             rows, cols, cptr<T>(gy), cptr<T>(x), cptr<T>(mean), cptr<T>(rstd), cptr<T>(weight), mptr<T>(gx));
         CUDA_CHECK_LAUNCH("layer_norm_backward");
     }
-    if (gw || gb) {
-        layer_norm_params_kernel<T><<<dp_grid_for(cols, DP_THREADS), DP_THREADS, 0, s>>>(
-            rows, cols, cptr<T>(gy), cptr<T>(x), cptr<T>(mean), cptr<T>(rstd), mptr<T>(gw), mptr<T>(gb));
-        CUDA_CHECK_LAUNCH("layer_norm_backward (weight and bias)");
+    if (!gw && !gb) return 0;
+    int64_t nchunks = (rows + ROW_CHUNK - 1) / ROW_CHUNK;
+    double *partial = (double *)dp_cuda_scratch_alloc(gy->device.index, (size_t)nchunks * 2 * (size_t)cols * sizeof(double));
+    if (!partial) return -1;
+    dim3 grid(dp_grid_for(cols, DP_THREADS), (unsigned)(nchunks < 65535 ? nchunks : 65535));
+    layer_norm_params_partial_kernel<T><<<grid, DP_THREADS, 0, s>>>(
+        rows, cols, nchunks, cptr<T>(gy), cptr<T>(x), cptr<T>(mean), cptr<T>(rstd), partial);
+    cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess) {
+        layer_norm_params_finish_kernel<T><<<dp_grid_for(cols, DP_THREADS), DP_THREADS, 0, s>>>(
+            cols, nchunks, partial, mptr<T>(gw), mptr<T>(gb));
+        err = cudaGetLastError();
     }
+    dp_cuda_scratch_free(gy->device.index, partial);   /* reused in stream order */
+    if (err != cudaSuccess)
+        return dp_cuda_error("CUDA error launching layer_norm_backward (weight and bias): %s", cudaGetErrorString(err));
     return 0;
 }
 
