@@ -141,6 +141,15 @@ describe('nn.Embedding', function()
     assert.are.same({ 0, 3 }, F.embedding(torch.tensor({}, { dtype = 'int64' }), w):size():totable())
   end)
 
+  it('takes indices from another device (the padding mask moves with them)', function()
+    local w = torch.randn(4, 2, { requires_grad = true })
+    local idx = torch.tensor({ 1, 3, 3 }, { device = 'cpu' })
+    local out = F.embedding(idx, w, { padding_idx = 1 })
+    assert.are.same(w[3]:tolist(), out[2]:tolist())
+    out:sum():backward()
+    assert.are.same({ { 0, 0 }, { 0, 0 }, { 2, 2 }, { 0, 0 } }, w.grad:tolist())
+  end)
+
   it('gives the padding_idx row no gradient', function()
     local w = f64(E.padding.weight, true)
     local out = grads_of(function(t) return F.embedding(torch.tensor(E.padding.idx), t, { padding_idx = E.padding.padding_idx }) end,

@@ -86,6 +86,7 @@ function M.embedding(idx, weight, opts)
   local num, dim = weight:size(1), weight:size(2)
   local pad = M.padding_index('embedding', o.padding_idx, num)
   local flat = idx:reshape(-1)
+  if flat.device ~= weight.device then flat = flat:to(weight.device) end   -- indices may live elsewhere
   if flat:numel() > 0 then
     local lo, hi = flat:min():item(), flat:max():item()
     local bad = lo < 1 and lo or hi > num and hi or nil
