@@ -253,15 +253,8 @@ int dp_unary_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
     case DP_FRAC: r = g; break;
     case DP_SIGN: r = ZEROS(g); break;
     case DP_CLAMP: r = MUL(g, clamp_mask(s, x, n->p[0], n->p[1])); break;
-    case DP_GELU:   /* Phi(x) + x phi(x) */
-        r = MUL(g, ADD(ADDS(MULS(un(s, DP_ERF, MULS(x, 0.7071067811865476)), 0.5), 0.5),
-                       MUL(x, MULS(EXP(MULS(MUL(x, x), -0.5)), 0.3989422804014327))));
-        break;
-    case DP_SILU: {   /* sigmoid(x) (1 + x (1 - sigmoid(x))) */
-        dp_tensor *sg = un(s, DP_SIGMOID, x);
-        r = MUL(g, MUL(sg, ADDS(MUL(x, RSUB(1, sg)), 1)));
-        break;
-    }
+    case DP_GELU: r = MUL(g, un(s, DP_GELU_GRAD, x)); break;   /* Phi(x) + x phi(x) */
+    case DP_SILU: r = MUL(g, un(s, DP_SILU_GRAD, x)); break;   /* sigmoid(x) (1 + x (1 - sigmoid(x))) */
     default:
         return dp_error("%s is not differentiable", n->name);
     }
