@@ -679,6 +679,9 @@ static const dp_backend g_cuda_backend = {
     /* conv_forward         */ dp_cuda_conv_forward,
     /* conv_backward_input  */ dp_cuda_conv_backward_input,
     /* conv_backward_weight */ dp_cuda_conv_backward_weight,
+    /* layers: normalization */
+    /* layer_norm           */ dp_cuda_layer_norm,
+    /* layer_norm_backward  */ dp_cuda_layer_norm_backward,
 };
 
 extern "C" const dp_backend *dp_cuda_backend_init(const dp_backend_host *host, int *device_count, char *err,

@@ -114,6 +114,14 @@ DP_CUDA_INTERNAL int dp_cuda_scan_rows(dp_device dev, int op, int dtype, int64_t
                                        void *out, int64_t *indices, bool reverse);
 DP_CUDA_INTERNAL int dp_cuda_scatter_add_rows(dp_device dev, int dtype, int64_t rows, int64_t n_src, int64_t n_out,
                                               const void *src, const int64_t *idx, void *out);
+/* ---- norm.cu (layers) */
+DP_CUDA_INTERNAL int dp_cuda_layer_norm(const dp_view *out, const dp_view *mean, const dp_view *rstd, const dp_view *x,
+                                        const dp_view *weight, const dp_view *bias, int64_t rows, int64_t cols,
+                                        double eps);
+DP_CUDA_INTERNAL int dp_cuda_layer_norm_backward(const dp_view *grad_x, const dp_view *grad_weight,
+                                                 const dp_view *grad_bias, const dp_view *grad_out, const dp_view *x,
+                                                 const dp_view *mean, const dp_view *rstd, const dp_view *weight,
+                                                 int64_t rows, int64_t cols);
 
 #ifdef __cplusplus
 }

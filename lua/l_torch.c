@@ -645,6 +645,19 @@ static int c_dropout(lua_State *L)
     return lt_done(L, *slot = dp_dropout(x, p, lua_toboolean(L, 3)));
 }
 
+/* layer_norm(x, norm_ndim, weight|nil, bias|nil, eps): over the last norm_ndim dims */
+static int c_layer_norm(lua_State *L)
+{
+    dp_tensor *x = lt_check(L, 1);
+    lua_Integer nd = luaL_checkinteger(L, 2);
+    dp_tensor *w = lua_isnoneornil(L, 3) ? NULL : lt_check(L, 3), *b = lua_isnoneornil(L, 4) ? NULL : lt_check(L, 4);
+    double eps = luaL_checknumber(L, 5);
+    if (nd < 0 || nd > x->ndim)
+        return luaL_argerror(L, 2, lua_pushfstring(L, "cannot normalize over %I dims of a %d-D tensor", nd, x->ndim));
+    dp_tensor **slot = lt_newslot(L);
+    return lt_done(L, *slot = dp_layer_norm(x, (int)nd, w, b, eps));
+}
+
 static int c_sgd_step(lua_State *L)
 {
     dp_tensor *p = lt_check(L, 1), *g = lt_check(L, 2), *buf = lua_isnil(L, 3) ? NULL : lt_check(L, 3);
@@ -705,6 +718,7 @@ static const luaL_Reg torch_functions[] = {
     { "linear", c_linear }, { "conv", c_conv }, { "mse_loss", c_mse_loss }, { "nll_loss", c_nll_loss },
     { "cross_entropy", c_cross_entropy }, { "dropout", c_dropout }, { "sgd_step", c_sgd_step },
     { "adam_step", c_adam_step }, { "bytes_copied", c_bytes_copied }, { "set_data", c_set_data },
+    { "layer_norm", c_layer_norm },
     { "ops", lt_push_op_table }, { NULL, NULL }
 };
 

@@ -138,6 +138,16 @@ typedef struct dp_backend {
     int (*conv_forward)(int dtype, const dp_conv_geom *g, void *out, const void *in, const void *w, const void *b);
     int (*conv_backward_input)(int dtype, const dp_conv_geom *g, void *grad_in, const void *grad_out, const void *w);
     int (*conv_backward_weight)(int dtype, const dp_conv_geom *g, void *grad_w, const void *grad_out, const void *in);
+    /* ---- layers: normalization (cpu_norm.c, kernels/norm.cu).  Rows of cols elements:
+     * x and out [rows, cols], mean and rstd [rows], weight and bias [cols] or NULL; all
+     * contiguous and of one float dtype.  Forward writes mean and 1/sqrt(var + eps) for the
+     * backward, which writes grad_x [rows, cols] and the column sums grad_weight and
+     * grad_bias [cols]; a NULL gradient is not wanted. */
+    int (*layer_norm)(const dp_view *out, const dp_view *mean, const dp_view *rstd, const dp_view *x,
+                      const dp_view *weight, const dp_view *bias, int64_t rows, int64_t cols, double eps);
+    int (*layer_norm_backward)(const dp_view *grad_x, const dp_view *grad_weight, const dp_view *grad_bias,
+                               const dp_view *grad_out, const dp_view *x, const dp_view *mean,
+                               const dp_view *rstd, const dp_view *weight, int64_t rows, int64_t cols);
 } dp_backend;
 
 /* The backend registry (registry.c): the backend serving a device, or NULL with dp_error()

@@ -493,4 +493,7 @@ const dp_backend dp_cpu_backend = {
     .conv_forward = dp_cpu_conv_forward,
     .conv_backward_input = dp_cpu_conv_backward_input,
     .conv_backward_weight = dp_cpu_conv_backward_weight,
+    /* layers: normalization */
+    .layer_norm = cpu_layer_norm,
+    .layer_norm_backward = cpu_layer_norm_backward,
 };

@@ -122,5 +122,11 @@ int dp_cpu_conv_backward_input(int dtype, const dp_conv_geom *g, void *grad_in, 
 int dp_cpu_conv_backward_weight(int dtype, const dp_conv_geom *g, void *grad_w, const void *grad_out, const void *in);
 /* Frees the column buffers kept between calls (the backend's empty_cache). */
 void dp_cpu_conv_release_buffers(void);
+/* cpu_norm.c */
+int cpu_layer_norm(const dp_view *out, const dp_view *mean, const dp_view *rstd, const dp_view *x,
+                   const dp_view *weight, const dp_view *bias, int64_t rows, int64_t cols, double eps);
+int cpu_layer_norm_backward(const dp_view *gx, const dp_view *gw, const dp_view *gb, const dp_view *gy,
+                            const dp_view *x, const dp_view *mean, const dp_view *rstd, const dp_view *weight,
+                            int64_t rows, int64_t cols);
 
 #endif

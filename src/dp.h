@@ -307,6 +307,10 @@ dp_tensor *dp_mse_loss(dp_tensor *input, dp_tensor *target, dp_reduction red);
 dp_tensor *dp_nll_loss(dp_tensor *input, dp_tensor *target, dp_reduction red);
 dp_tensor *dp_cross_entropy(dp_tensor *input, dp_tensor *target, dp_reduction red);
 dp_tensor *dp_dropout(dp_tensor *x, double p, bool training);
+/* Layer normalization over the last norm_ndim dims of x (float): (x - mean) / sqrt(var + eps)
+ * * weight + bias, the variance biased; weight and bias (either may be NULL) have the
+ * normalized shape.  Differentiable in x, weight and bias (norm.c). */
+dp_tensor *dp_layer_norm(dp_tensor *x, int norm_ndim, dp_tensor *weight, dp_tensor *bias, double eps);
 
 /* ---- vision: 2-D pooling of [C, H, W] or [N, C, H, W] (vision.c).  Sizes are {h, w}.
  * Max pooling with indices returns in *indices the 0-based flat index h * W + w of each

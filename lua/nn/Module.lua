@@ -211,6 +211,13 @@ end
 
 function Module:eval() return self:train(false) end
 
+-- Sets requires_grad of every parameter (true when not given), e.g. to freeze a part.
+function Module:requires_grad_(requires_grad)
+  if requires_grad == nil then requires_grad = true end
+  for _, p in ipairs(self:parameters()) do p:requires_grad_(requires_grad and true or false) end
+  return self
+end
+
 -- PyTorch 1.13's default: gradients are zeroed in place; with {set_to_none=true} dropped.
 function Module:zero_grad(opts)
   utils.zero_grad('zero_grad', self:parameters(), opts)

@@ -27,6 +27,16 @@ function Sequential:add(m)
 end
 Sequential.append = Sequential.add
 
+-- extend(list) and insert(index, m), as nn.ModuleList's (lua/nn/containers.lua)
+local list = require 'nn.containers'
+function Sequential:_check_entry(m, pos)
+  if not Module.is_module(m) then
+    utils.error(('nn.Sequential: child %d is not a module (got %s)'):format(pos, type(m)))
+  end
+  return m
+end
+Sequential.extend, Sequential.insert = list.extend, list.insert
+
 function Sequential:__len() return rawlen(self) end
 
 function Sequential:forward(input)

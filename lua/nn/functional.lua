@@ -75,4 +75,7 @@ require('nn.functional_vision')(F)
 -- conv1d, conv2d, conv_transpose1d, conv_transpose2d (nn/convolution.lua)
 for name, f in pairs(require('nn.convolution').functional) do F[name] = f end
 
+-- Embedding, normalization and activations (lua/nn/functional_layers.lua) --------------
+require('nn.functional_layers').install(F)
+
 return F

@@ -35,4 +35,7 @@ require 'nn.legacy'   -- Torch7's protocol: m:forward keeps m.output, backward, 
 -- nn.init, the weight initializers (this file is the package's loader, so they live apart)
 rawset(nn, 'init', require 'nn.initializers')
 
+-- files that define several classes (torch.class puts each into nn)
+for _, part in ipairs { 'activation', 'normalization', 'containers', 'Embedding' } do require('nn.' .. part) end
+
 return nn
