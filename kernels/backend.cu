@@ -682,6 +682,7 @@ static const dp_backend g_cuda_backend = {
     /* layers: normalization */
     /* layer_norm           */ dp_cuda_layer_norm,
     /* layer_norm_backward  */ dp_cuda_layer_norm_backward,
+    /* adadelta_step        */ dp_cuda_adadelta_step,
 };
 
 extern "C" const dp_backend *dp_cuda_backend_init(const dp_backend_host *host, int *device_count, char *err,

@@ -99,6 +99,8 @@ DP_CUDA_INTERNAL int dp_cuda_random(int dist, const dp_view *out, uint64_t seed,
 /* ---- optim.cu */
 DP_CUDA_INTERNAL int dp_cuda_sgd_step(int dtype, int64_t n, void *param, const void *grad, void *buf,
                                       const dp_sgd_opts *o);
+DP_CUDA_INTERNAL int dp_cuda_adadelta_step(int dtype, int64_t n, void *param, const void *grad, void *sq, void *acc,
+                                           const dp_adadelta_opts *o);
 DP_CUDA_INTERNAL int dp_cuda_adam_step(int dtype, int64_t n, void *param, const void *grad, void *m, void *v,
                                        const dp_adam_opts *o);
 

@@ -1,4 +1,4 @@
-/* optim.cu: SGD and Adam/AdamW parameter updates (PyTorch 1.13's single-tensor rules), one
+/* optim.cu: SGD, Adam/AdamW and Adadelta parameter updates (PyTorch 1.13's single-tensor rules), one
  * fused kernel per parameter.  The arithmetic is the CPU backend's, operation for
  * operation, with explicit round-to-nearest intrinsics so nvcc does not fuse a multiply
  * and an add: both devices then produce the same bits. */
@@ -91,4 +91,42 @@ extern "C" int dp_cuda_adam_step(int dtype, int64_t n, void *param, const void *
     if (dtype == DP_FLOAT32) return adam_launch<float>(dev, n, param, grad, m, v, o);
     if (dtype == DP_FLOAT64) return adam_launch<double>(dev, n, param, grad, m, v, o);
     return dp_cuda_error("Adam needs float32 or float64 parameters, not %s", dp_cuda_dtype_name(dtype));
+}
+
+template <typename T>
+static __global__ void adadelta_kernel(int64_t n, T *p, const T *g, T *sq, T *acc, T rho, T one_rho, T eps, T wd,
+                                       T neg_lr, bool maximize)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        T gi = maximize ? -g[i] : g[i];
+        if (wd != 0) gi = add_(gi, mul_(wd, p[i]));
+        T si = add_(mul_(sq[i], rho), mul_(mul_(one_rho, gi), gi));
+        sq[i] = si;
+        T delta = mul_(div_(sqrt_(add_(acc[i], eps)), sqrt_(add_(si, eps))), gi);
+        acc[i] = add_(mul_(acc[i], rho), mul_(mul_(one_rho, delta), delta));
+        p[i] = add_(p[i], mul_(neg_lr, delta));
+    }
+}
+
+template <typename T>
+static int adadelta_launch(int dev, int64_t n, void *param, const void *grad, void *sq, void *acc,
+                           const dp_adadelta_opts *o)
+{
+    CUDA_STREAM_OF(((dp_device){ DP_DEVICE_CUDA, dev }), s);
+    adadelta_kernel<T><<<dp_grid_for(n, DP_THREADS), DP_THREADS, 0, s>>>(
+        n, (T *)param, (const T *)grad, (T *)sq, (T *)acc, (T)o->rho, (T)(1 - o->rho), (T)o->eps,
+        (T)o->weight_decay, (T)-o->lr, o->maximize);
+    CUDA_CHECK_LAUNCH("adadelta_step");
+    return 0;
+}
+
+extern "C" int dp_cuda_adadelta_step(int dtype, int64_t n, void *param, const void *grad, void *sq, void *acc,
+                                     const dp_adadelta_opts *o)
+{
+    if (n <= 0) return 0;
+    int dev = dp_cuda_device_of(param);
+    if (dev < 0) return -1;
+    if (dtype == DP_FLOAT32) return adadelta_launch<float>(dev, n, param, grad, sq, acc, o);
+    if (dtype == DP_FLOAT64) return adadelta_launch<double>(dev, n, param, grad, sq, acc, o);
+    return dp_cuda_error("Adadelta needs float32 or float64 parameters, not %s", dp_cuda_dtype_name(dtype));
 }

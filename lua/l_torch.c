@@ -686,6 +686,18 @@ static int c_adam_step(lua_State *L)
     return dp_adam_step(p, g, m, v, &o) == 0 ? 0 : lt_raise(L);
 }
 
+static int c_adadelta_step(lua_State *L)
+{
+    dp_tensor *p = lt_check(L, 1), *g = lt_check(L, 2), *sq = lt_check(L, 3), *acc = lt_check(L, 4);
+    luaL_checktype(L, 5, LUA_TTABLE);
+    dp_adadelta_opts o = {
+        .lr = lt_optfield_number(L, 5, "lr", 1.0), .rho = lt_optfield_number(L, 5, "rho", 0.9),
+        .eps = lt_optfield_number(L, 5, "eps", 1e-6), .weight_decay = lt_optfield_number(L, 5, "weight_decay", 0),
+        .maximize = lt_optfield_bool(L, 5, "maximize", false),
+    };
+    return dp_adadelta_step(p, g, sq, acc, &o) == 0 ? 0 : lt_raise(L);
+}
+
 /* set_data(p, new): p takes new's storage, shape, dtype and device in place, keeping its
  * identity (every Lua reference, hooks), requires_grad and grad: PyTorch's `p.data = new`,
  * which nn's Module:to() uses so that optimizers holding p keep working. */
@@ -717,7 +729,7 @@ static const luaL_Reg torch_functions[] = {
     { "set_float32_matmul_precision", c_set_float32_matmul_precision }, { "clock", lt_clock },
     { "linear", c_linear }, { "conv", c_conv }, { "mse_loss", c_mse_loss }, { "nll_loss", c_nll_loss },
     { "cross_entropy", c_cross_entropy }, { "dropout", c_dropout }, { "sgd_step", c_sgd_step },
-    { "adam_step", c_adam_step }, { "bytes_copied", c_bytes_copied }, { "set_data", c_set_data },
+    { "adam_step", c_adam_step }, { "adadelta_step", c_adadelta_step }, { "bytes_copied", c_bytes_copied }, { "set_data", c_set_data },
     { "layer_norm", c_layer_norm },
     { "ops", lt_push_op_table }, { NULL, NULL }
 };

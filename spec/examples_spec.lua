@@ -153,3 +153,46 @@ describe('examples/model_parallel.lua', function()
     assert.are.equal(5, steps, out)
   end)
 end)
+
+describe('examples/cnn.lua (pytorch/examples MNIST network)', function()
+  local small = '--epochs 1 --train-size 128 --test-size 64 --batch-size 32 --log-interval 1 --min-accuracy 0'
+  local function losses(out)
+    local l = {}
+    for v in out:gmatch('Loss: ([%d.]+)') do l[#l + 1] = tonumber(v) end
+    return l
+  end
+
+  it('fits its generated MNIST-shaped data on the CPU', function()
+    if os.getenv('ASAN') == '1' then
+      local out, ok = run('', 'examples/cnn.lua', '--device cpu ' .. small)
+      assert.is_true(ok, out)
+      assert.are.equal(4, #losses(out))
+      return
+    end
+    local out, ok = run('', 'examples/cnn.lua', '--device cpu --epochs 1 --train-size 2560 --test-size 256')
+    assert.is_true(ok, out)   -- the example raises below 95% test accuracy
+    assert.is_truthy(out:find('Train Epoch: 1 [0/2560 (0%)]\tLoss: ', 1, true), out)
+    assert.is_truthy(out:find('\nTest set: Average loss: [%d.]+, Accuracy: %d+/256 %(%d+%%%)\n'), out)
+  end)
+
+  it('gives the same losses on the emulated cuda:0 as on the CPU', function()
+    local emu = (os.getenv('EMU') or 'build-emu') .. '/libdplua_cuda.so'
+    local f = io.open(emu)
+    if not f or os.getenv('ASAN') == '1' then
+      pending('the emulated CUDA library (make cuda-emu) is needed, and is not used under ASAN=1')
+      return
+    end
+    f:close()
+    local cpu, ok1 = run('', 'examples/cnn.lua', '--device cpu ' .. small)
+    local gpu, ok2 = run(('DPLUA_CUDA_LIB=%s DPLUA_EMU_GPUS=1'):format(sh_quote(emu)), 'examples/cnn.lua',
+      '--device cuda:0 ' .. small)
+    assert.is_true(ok1, cpu)
+    assert.is_true(ok2, gpu)
+    local a, b = losses(cpu), losses(gpu)
+    assert.are.equal(4, #a)
+    assert.are.equal(#a, #b)
+    for i = 1, #a do
+      assert(math.abs(a[i] - b[i]) <= 1e-4 * math.max(1, a[i]), ('step %d: cpu %s, cuda:0 %s'):format(i, a[i], b[i]))
+    end
+  end)
+end)

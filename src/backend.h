@@ -148,6 +148,9 @@ typedef struct dp_backend {
     int (*layer_norm_backward)(const dp_view *grad_x, const dp_view *grad_weight, const dp_view *grad_bias,
                                const dp_view *grad_out, const dp_view *x, const dp_view *mean,
                                const dp_view *rstd, const dp_view *weight, int64_t rows, int64_t cols);
+    /* ---- optim: Adadelta's update of n contiguous elements (optim.c), as sgd_step */
+    int (*adadelta_step)(int dtype, int64_t n, void *param, const void *grad, void *square_avg, void *acc_delta,
+                         const dp_adadelta_opts *o);
 } dp_backend;
 
 /* The backend registry (registry.c): the backend serving a device, or NULL with dp_error()

@@ -457,6 +457,37 @@ static int cpu_adam_step(int dtype, int64_t n, void *param, const void *grad, vo
     return 0;
 }
 
+/* PyTorch 1.13's Adadelta, in its order: v = v*rho + (1-rho)*g*g; delta = sqrt(u+eps) /
+ * sqrt(v+eps) * g; u = u*rho + (1-rho)*delta*delta; p = p - lr*delta (m holds v, v holds u) */
+#define ADADELTA_RANGE(NAME, T, SQRT)                                                            \
+    static void NAME(void *c, int64_t lo, int64_t hi, int part)                                  \
+    {                                                                                            \
+        const optim_job *j = c;                                                                  \
+        const dp_adadelta_opts *o = j->opts;                                                     \
+        T *p = j->param; const T *g = j->grad; T *sq = j->m; T *acc = j->v;                      \
+        T rho = (T)o->rho, one_rho = (T)(1 - o->rho), eps = (T)o->eps, wd = (T)o->weight_decay;  \
+        T neg_lr = (T)-o->lr;                                                                    \
+        for (int64_t i = lo; i < hi; i++) {                                                      \
+            T gi = o->maximize ? -g[i] : g[i];                                                   \
+            if (wd != 0) gi = gi + wd * p[i];                                                    \
+            T si = sq[i] * rho + one_rho * gi * gi;                                              \
+            sq[i] = si;                                                                          \
+            T delta = SQRT(acc[i] + eps) / SQRT(si + eps) * gi;                                  \
+            acc[i] = acc[i] * rho + one_rho * delta * delta;                                     \
+            p[i] = p[i] + neg_lr * delta;                                                        \
+        }                                                                                        \
+    }
+HOT ADADELTA_RANGE(adadelta_f32, float, sqrtf)
+HOT ADADELTA_RANGE(adadelta_f64, double, sqrt)
+
+static int cpu_adadelta_step(int dtype, int64_t n, void *param, const void *grad, void *sq, void *acc,
+                             const dp_adadelta_opts *o)
+{
+    optim_job j = { param, sq, acc, grad, o };
+    dp_parallel(n, GRAIN, dtype == DP_FLOAT32 ? adadelta_f32 : adadelta_f64, &j);
+    return 0;
+}
+
 const dp_backend dp_cpu_backend = {
     .name = "cpu",
     .alloc = cpu_alloc,
@@ -496,4 +527,5 @@ const dp_backend dp_cpu_backend = {
     /* layers: normalization */
     .layer_norm = cpu_layer_norm,
     .layer_norm_backward = cpu_layer_norm_backward,
+    .adadelta_step = cpu_adadelta_step,
 };

@@ -354,6 +354,13 @@ typedef struct {
 int dp_adam_step(dp_tensor *param, dp_tensor *grad, dp_tensor *exp_avg, dp_tensor *exp_avg_sq,
                  const dp_adam_opts *o);
 
+typedef struct {
+    double lr, rho, eps, weight_decay;
+    bool maximize;
+} dp_adadelta_opts;
+int dp_adadelta_step(dp_tensor *param, dp_tensor *grad, dp_tensor *square_avg, dp_tensor *acc_delta,
+                     const dp_adadelta_opts *o);
+
 /* ---- comparisons of whole tensors */
 /* true when same shape and |a-b| <= atol + rtol*|b| everywhere; -1 on error */
 int dp_allclose(dp_tensor *a, dp_tensor *b, double rtol, double atol);

@@ -39,6 +39,20 @@ int dp_sgd_step(dp_tensor *param, dp_tensor *grad, dp_tensor *momentum_buf, cons
     return rc;
 }
 
+int dp_adadelta_step(dp_tensor *param, dp_tensor *grad, dp_tensor *square_avg, dp_tensor *acc_delta,
+                     const dp_adadelta_opts *o)
+{
+    if (check_step(param, grad, (dp_tensor *const[]){ square_avg, acc_delta }, 2, "Adadelta")) return -1;
+    if (!square_avg || !acc_delta) return dp_error("Adadelta: missing state buffers");
+    dp_tensor *g = dp_contiguous(grad);
+    if (!g) return -1;
+    int rc = dp_backend_for(param->device)->adadelta_step(param->dtype, dp_numel(param), dp_data(param), dp_data(g),
+                                                          dp_data(square_avg), dp_data(acc_delta), o);
+    dp_tensor_release(g);
+    if (!rc) { dp_bump_version(param); dp_bump_version(square_avg); dp_bump_version(acc_delta); }
+    return rc;
+}
+
 int dp_adam_step(dp_tensor *param, dp_tensor *grad, dp_tensor *m, dp_tensor *v, const dp_adam_opts *o)
 {
     if (check_step(param, grad, (dp_tensor *const[]){ m, v }, 2, o->decoupled ? "AdamW" : "Adam")) return -1;

@@ -6,8 +6,8 @@ require 'nn.convolution'
 
 local Conv1d, parent = torch.class('nn.Conv1d', 'nn._ConvNd')
 
-function Conv1d:__init(in_channels, out_channels, kernel_size, opts)
-  parent.__init(self, 'nn.Conv1d', 1, false, in_channels, out_channels, kernel_size, opts)
+function Conv1d:__init(in_channels, out_channels, kernel_size, ...)
+  parent.__init(self, 'nn.Conv1d', 1, false, in_channels, out_channels, kernel_size, ...)
 end
 
 return Conv1d

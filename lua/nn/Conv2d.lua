@@ -6,8 +6,8 @@ require 'nn.convolution'
 
 local Conv2d, parent = torch.class('nn.Conv2d', 'nn._ConvNd')
 
-function Conv2d:__init(in_channels, out_channels, kernel_size, opts)
-  parent.__init(self, 'nn.Conv2d', 2, false, in_channels, out_channels, kernel_size, opts)
+function Conv2d:__init(in_channels, out_channels, kernel_size, ...)
+  parent.__init(self, 'nn.Conv2d', 2, false, in_channels, out_channels, kernel_size, ...)
 end
 
 return Conv2d

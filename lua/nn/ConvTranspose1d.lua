@@ -6,8 +6,8 @@ require 'nn.convolution'
 
 local ConvTranspose1d, parent = torch.class('nn.ConvTranspose1d', 'nn._ConvNd')
 
-function ConvTranspose1d:__init(in_channels, out_channels, kernel_size, opts)
-  parent.__init(self, 'nn.ConvTranspose1d', 1, true, in_channels, out_channels, kernel_size, opts)
+function ConvTranspose1d:__init(in_channels, out_channels, kernel_size, ...)
+  parent.__init(self, 'nn.ConvTranspose1d', 1, true, in_channels, out_channels, kernel_size, ...)
 end
 
 return ConvTranspose1d

@@ -6,8 +6,8 @@ require 'nn.convolution'
 
 local ConvTranspose2d, parent = torch.class('nn.ConvTranspose2d', 'nn._ConvNd')
 
-function ConvTranspose2d:__init(in_channels, out_channels, kernel_size, opts)
-  parent.__init(self, 'nn.ConvTranspose2d', 2, true, in_channels, out_channels, kernel_size, opts)
+function ConvTranspose2d:__init(in_channels, out_channels, kernel_size, ...)
+  parent.__init(self, 'nn.ConvTranspose2d', 2, true, in_channels, out_channels, kernel_size, ...)
 end
 
 return ConvTranspose2d

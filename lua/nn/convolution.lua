@@ -111,8 +111,34 @@ local function all(t, v)
 end
 
 -- The constructor of every convolution layer: nd spatial dims, transposed or not.
-function ConvNd:__init(who, nd, transposed, in_channels, out_channels, kernel_size, opts)
+-- PyTorch's positional arguments after kernel_size, in its order
+local POSITIONAL = { 'stride', 'padding', 'dilation', 'groups', 'bias', 'padding_mode' }
+local POSITIONAL_TRANSPOSED = { 'stride', 'padding', 'output_padding', 'groups', 'bias', 'dilation', 'padding_mode' }
+
+-- (stride, padding, ... [, opts]) as one options table: nn.Conv2d(1, 32, 3, 1) as PyTorch's
+local function positional(who, transposed, ...)
+  local n = select('#', ...)
+  local last = select(n > 0 and n or 1, ...)
+  local opts = {}
+  if n > 0 and type(last) == 'table' then
+    for k, v in pairs(last) do opts[k] = v end
+    n = n - 1
+  end
+  local names = transposed and POSITIONAL_TRANSPOSED or POSITIONAL
+  if n > #names then utils.error(('%s: too many arguments (%d after kernel_size)'):format(who, n)) end
+  for i = 1, n do
+    local v = select(i, ...)
+    if v ~= nil then
+      if opts[names[i]] ~= nil then utils.error(('%s: %s given twice'):format(who, names[i])) end
+      opts[names[i]] = v
+    end
+  end
+  return opts
+end
+
+function ConvNd:__init(who, nd, transposed, in_channels, out_channels, kernel_size, ...)
   parent.__init(self)
+  local opts = positional(who, transposed, ...)
   local defaults = { stride = 1, padding = 0, dilation = 1, groups = 1, bias = true, padding_mode = 'zeros',
                      device = false, dtype = false }
   if transposed then defaults.output_padding = 0 end

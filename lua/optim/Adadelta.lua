@@ -1,5 +1,6 @@
 -- optim.Adadelta(params, {lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, maximize=false}):
--- PyTorch 1.13's rule, as a few tensor ops per parameter:
+-- PyTorch 1.13's rule (one fused pass per parameter, torch._C.adadelta_step; the tensor ops
+-- below for other dtypes):
 --   g = grad (-grad with maximize) + weight_decay * p
 --   v = rho * v + (1 - rho) * g * g
 --   delta = sqrt(u + eps) / sqrt(v + eps) * g
@@ -7,6 +8,7 @@
 --   p = p - lr * delta
 local torch = require 'torch'
 local utils = require 'nn.utils'
+local C = require 'torch._C'
 
 local Adadelta, parent = torch.class('optim.Adadelta', 'optim.Optimizer')
 
@@ -32,6 +34,10 @@ function Adadelta:update(p, grad, group, state)
   end
   state.step = state.step + 1
   local rho, eps = group.rho, group.eps
+  if grad.dtype == p.dtype and (p.dtype == 'float32' or p.dtype == 'float64') then   -- one fused pass
+    C.adadelta_step(p, grad, state.square_avg, state.acc_delta, group)
+    return
+  end
   if group.maximize then grad = -grad end
   if group.weight_decay ~= 0 then grad = grad + p * group.weight_decay end
   local v, u = state.square_avg, state.acc_delta

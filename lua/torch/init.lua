@@ -12,7 +12,7 @@ local torch = {}
 -- the engine's functions, without the internals that nn and optim use (they stay in _C)
 local INTERNAL = {
   linear = true, mse_loss = true, nll_loss = true, cross_entropy = true, dropout = true,
-  sgd_step = true, adam_step = true, bytes_copied = true, clock = true,
+  sgd_step = true, adam_step = true, adadelta_step = true, bytes_copied = true, clock = true,
   set_data = true, ops = true,
   data = true, dist = true, parallel = true,
 }
