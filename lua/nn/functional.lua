@@ -15,7 +15,13 @@ function F.linear(x, weight, bias)
   return C.linear(x, weight, bias)
 end
 
-function F.relu(x) return check('relu', x):relu() end
+-- relu(x [, inplace]): with inplace, x itself is overwritten and returned (PyTorch's
+-- F.relu(x, inplace=True)); autograd records it as any in-place op
+function F.relu(x, inplace)
+  check('relu', x)
+  if inplace == true or (type(inplace) == 'table' and inplace.inplace) then return x:relu_() end
+  return x:relu()
+end
 function F.sigmoid(x) return check('sigmoid', x):sigmoid() end
 function F.tanh(x) return check('tanh', x):tanh() end
 

@@ -41,7 +41,22 @@ local function loss(name, fn, defaults, reductions)
 end
 
 activation('Identity', function(x) return x end)
-activation('ReLU', F.relu)
+
+-- nn.ReLU([inplace]) or nn.ReLU({inplace = true}): PyTorch's, printing ReLU(inplace=True)
+do
+  local ReLU, parent = torch.class('nn.ReLU', 'nn.Module')
+  function ReLU:__init(inplace)
+    parent.__init(self)
+    if type(inplace) == 'table' then inplace = options.check('nn.ReLU', inplace, { inplace = false }).inplace end
+    if inplace ~= nil and type(inplace) ~= 'boolean' then
+      options.error(('nn.ReLU: inplace must be a boolean, got %s'):format(type(inplace)))
+    end
+    self.inplace = inplace == true
+  end
+  function ReLU:forward(x) return F.relu(x, self.inplace) end
+  function ReLU:extra_repr() return self.inplace and 'inplace=True' or '' end
+  M.ReLU = ReLU
+end
 activation('Sigmoid', F.sigmoid)
 activation('Tanh', F.tanh)
 
