@@ -68,7 +68,7 @@ ifeq ($(CUDA),1)
 TARGETS += $(CUDA_SO)
 endif
 
-.PHONY: all deps test run asan tsan install uninstall env clean bench check-cuda cuda-emu
+.PHONY: all deps test-deps install-pkgs test run asan tsan install uninstall env clean bench check-cuda cuda-emu
 all: $(TARGETS)
 
 # ------------------------------------------------------------------ engine and binding
@@ -162,17 +162,24 @@ $(EMU)/libdplua_cuda.so: $(EMU_OBJ)
 cuda-emu: $(EMU)/libdplua_cuda.so
 
 # ------------------------------------------------------------------ set-up, tests, examples
-DEB_PKGS = lua5.4 liblua5.4-dev lua-busted libopenblas-dev libopenmpi-dev openmpi-bin \
-           libreadline-dev python3-torch python3-numpy pkg-config g++ gnuplot-nox
+# what building and running need; the specs also need SPEC_PKGS (PyTorch and NumPy are the
+# references, busted runs the specs, gnuplot draws the plots checked): make deps installs the
+# first, make test-deps both
+DEB_PKGS = lua5.4 liblua5.4-dev libopenblas-dev libopenmpi-dev openmpi-bin libreadline-dev pkg-config g++
+SPEC_PKGS = lua-busted python3-torch python3-numpy gnuplot-nox
 deps:
-	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	@$(MAKE) -s install-pkgs PKGS="$(DEB_PKGS)"
+test-deps:
+	@$(MAKE) -s install-pkgs PKGS="$(DEB_PKGS) $(SPEC_PKGS)"
+install-pkgs:
+	@missing=$$(for p in $(PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:" $$missing; \
 	  if [ "$$(id -u)" != 0 ]; then echo "make deps: run as root (apt-get) or install:" $$missing; exit 1; fi; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
-test: deps
+test: test-deps
 	$(MAKE) -j2 all $(if $(filter 1,$(CUDA)),cuda-emu)
 	BUILD=$(BUILD) EMU=$(EMU) spec/run
 
@@ -180,11 +187,11 @@ run: deps
 	$(MAKE) -j2 all
 	$(BIN) examples/train.lua
 
-bench: deps
+bench: test-deps
 	$(MAKE) -j2 all
 	BUILD=$(BUILD) bench/run
 
-asan: deps
+asan: test-deps
 	$(MAKE) -j2 BUILD=$(ASAN_BUILD) CUDA=0 OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" all
 	BUILD=$(ASAN_BUILD) ASAN=1 spec/run
 
