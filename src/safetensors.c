@@ -18,8 +18,17 @@
  * the same bound). */
 #define MAX_HEADER_BYTES (100u * 1024u * 1024u)
 
+/* The dtypes written, and read as they are. */
 static const struct { const char *name; dp_dtype dtype; } st_dtypes[] = {
     { "F32", DP_FLOAT32 }, { "F64", DP_FLOAT64 }, { "I64", DP_INT64 }, { "BOOL", DP_BOOL },
+};
+
+/* The dtypes only read, converted to one dplua has: 16-bit floats to float32 (exactly),
+ * smaller integers to int64 (so Hugging Face files load). */
+typedef enum { ST_F16 = 1, ST_BF16, ST_I8, ST_I16, ST_I32, ST_U8 } st_convert;
+static const struct { const char *name; st_convert kind; int size; dp_dtype dtype; } st_read_dtypes[] = {
+    { "F16", ST_F16, 2, DP_FLOAT32 }, { "BF16", ST_BF16, 2, DP_FLOAT32 }, { "I8", ST_I8, 1, DP_INT64 },
+    { "I16", ST_I16, 2, DP_INT64 }, { "I32", ST_I32, 4, DP_INT64 }, { "U8", ST_U8, 1, DP_INT64 },
 };
 
 static const char *st_dtype_name(dp_dtype dt)
@@ -27,6 +36,48 @@ static const char *st_dtype_name(dp_dtype dt)
     for (size_t k = 0; k < sizeof st_dtypes / sizeof st_dtypes[0]; k++)
         if (st_dtypes[k].dtype == dt) return st_dtypes[k].name;
     return NULL;
+}
+
+/* IEEE half to float, subnormals, infinities and NaN included. */
+static float half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+    if (exp == 0x1f) bits = sign | 0x7f800000u | (mant << 13);
+    else if (exp != 0) bits = sign | ((exp + 112) << 23) | (mant << 13);
+    else if (mant == 0) bits = sign;
+    else {   /* subnormal: normalise */
+        int e = -1;
+        do { mant <<= 1; e++; } while (!(mant & 0x400));
+        bits = sign | ((uint32_t)(112 - e) << 23) | ((mant & 0x3ff) << 13);
+    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* n little-endian elements of kind in src into dst (float32 or int64) */
+static void st_convert_data(st_convert kind, const unsigned char *src, void *dst, int64_t n)
+{
+    float *f = dst;
+    int64_t *i64 = dst;
+    for (int64_t k = 0; k < n; k++) {
+        const unsigned char *s = src;
+        switch (kind) {
+        case ST_F16: f[k] = half_to_float((uint16_t)(s[2 * k] | s[2 * k + 1] << 8)); break;
+        case ST_BF16: {
+            uint32_t bits = (uint32_t)(s[2 * k] | s[2 * k + 1] << 8) << 16;
+            memcpy(&f[k], &bits, sizeof bits);
+            break;
+        }
+        case ST_I8: i64[k] = (int8_t)s[k]; break;
+        case ST_U8: i64[k] = s[k]; break;
+        case ST_I16: i64[k] = (int16_t)(uint16_t)(s[2 * k] | s[2 * k + 1] << 8); break;
+        case ST_I32:
+            i64[k] = (int32_t)((uint32_t)s[4 * k] | (uint32_t)s[4 * k + 1] << 8 | (uint32_t)s[4 * k + 2] << 16 |
+                               (uint32_t)s[4 * k + 3] << 24);
+            break;
+        }
+    }
 }
 
 void dp_safetensors_free(dp_safetensors *st)
@@ -48,7 +99,9 @@ void dp_safetensors_free(dp_safetensors *st)
 
 typedef struct {
     int64_t entry;          /* index into the header object */
-    dp_dtype dtype;
+    dp_dtype dtype;         /* what the tensor will be */
+    st_convert convert;     /* 0: the file holds dtype; else the file's dtype, converted */
+    int file_size;          /* bytes per element in the file */
     int ndim;
     int64_t sizes[DP_MAX_DIMS];
     int64_t begin, end;
@@ -89,11 +142,24 @@ static int st_check_entry(const char *path, const char *name, const jval *e, int
     if (!dt || dt->type != J_STR)
         return dp_error("safetensors file '%s': tensor '%s' has no dtype string in the header", path, name);
     bool found = false;
+    info->convert = 0;
     for (size_t k = 0; k < sizeof st_dtypes / sizeof st_dtypes[0]; k++)
-        if (strcmp(dt->s, st_dtypes[k].name) == 0) { info->dtype = st_dtypes[k].dtype; found = true; }
+        if (strcmp(dt->s, st_dtypes[k].name) == 0) {
+            info->dtype = st_dtypes[k].dtype;
+            info->file_size = (int)dp_dtype_size(info->dtype);
+            found = true;
+        }
+    for (size_t k = 0; k < sizeof st_read_dtypes / sizeof st_read_dtypes[0]; k++)
+        if (strcmp(dt->s, st_read_dtypes[k].name) == 0) {
+            info->dtype = st_read_dtypes[k].dtype;
+            info->convert = st_read_dtypes[k].kind;
+            info->file_size = st_read_dtypes[k].size;
+            found = true;
+        }
     if (!found)
         return dp_error("safetensors file '%s': tensor '%s' has dtype '%.32s', which dplua does not read "
-                        "(it reads F32, F64, I64 and BOOL)", path, name, dt->s);
+                        "(it reads F32, F64, I64, BOOL, and F16, BF16 as float32, I8, I16, I32, U8 as int64)",
+                        path, name, dt->s);
     if (st_int_array(path, name, "shape", dp_json_get(e, "shape"), DP_MAX_DIMS, info->sizes, &info->ndim) != 0)
         return -1;
     int64_t off[2]; int noff;
@@ -111,7 +177,7 @@ static int st_check_entry(const char *path, const char *name, const jval *e, int
                         (long)data_size);
     char shp[192];
     dp_shape_str(info->ndim, info->sizes, shp, sizeof shp);
-    int64_t bytes = shape_bytes(info->ndim, info->sizes, dp_dtype_size(info->dtype));
+    int64_t bytes = shape_bytes(info->ndim, info->sizes, (size_t)info->file_size);
     if (bytes < 0)
         return dp_error("safetensors file '%s': tensor '%s' of shape %s and dtype %s is too large (its size "
                         "in bytes does not fit in 64 bits)", path, name, shp, dt->s);
@@ -306,10 +372,17 @@ int dp_safetensors_load(const char *path, dp_safetensors *out)
         out->ntensors = k + 1;
         if (!out->tensors[k].name) { dp_error("out of memory"); return st_fail(out, &root, fd, infos); }
         size_t bytes = (size_t)(in->end - in->begin);
-        if (bytes > 0 && dp_read_at(fd, dp_data(t), bytes, (off_t)(data_start + in->begin)) != 0) {
+        void *raw = in->convert && bytes > 0 ? malloc(bytes) : dp_data(t);
+        if (!raw) { dp_error("out of memory reading tensor '%s'", name); return st_fail(out, &root, fd, infos); }
+        if (bytes > 0 && dp_read_at(fd, raw, bytes, (off_t)(data_start + in->begin)) != 0) {
             dp_error("safetensors file '%s': cannot read the data of tensor '%s': %s", path, name,
                      errno ? strerror(errno) : "file too short");
+            if (raw != dp_data(t)) free(raw);
             return st_fail(out, &root, fd, infos);
+        }
+        if (raw != dp_data(t)) {
+            st_convert_data(in->convert, raw, dp_data(t), dp_numel(t));
+            free(raw);
         }
         normalize_bools(t);
     }
