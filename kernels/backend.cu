@@ -676,6 +676,8 @@ static const dp_backend g_cuda_backend = {
     /* sort_rows            */ dp_cuda_sort_rows,
     /* scan_rows            */ dp_cuda_scan_rows,
     /* scatter_add_rows     */ dp_cuda_scatter_add_rows,
+    /* gather_offsets       */ dp_cuda_gather_offsets,
+    /* scatter_offsets      */ dp_cuda_scatter_offsets,
 };
 
 extern "C" const dp_backend *dp_cuda_backend_init(const dp_backend_host *host, int *device_count, char *err,

@@ -93,3 +93,67 @@ extern "C" int dp_cuda_index_add(const dp_view *grad_in, int dim, const dp_view 
     index_launch f = { true, src, grad_in, idx, dim };
     return DP_DISPATCH_OUT(grad_in->dtype, f);
 }
+
+/* ---------------------------------------------------------------- advanced indexing
+ * By element offsets the engine computed on the host (src/index.c): out, base and offs
+ * share one shape; base's strides walk the dims that are not indexed, offs adds the rest. */
+
+template <typename T>
+static __global__ void gather_offsets_kernel(dp_offsets<3> oc, int64_t n, T *out, const T *base, const int64_t *offs)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t off[3];
+        oc.get(i, off);
+        out[off[0]] = base[off[1] + offs[off[2]]];
+    }
+}
+
+template <typename T>
+static __global__ void scatter_offsets_kernel(dp_offsets<3> oc, int64_t n, T *base, const int64_t *offs, const T *src,
+                                              bool add)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t off[3];
+        oc.get(i, off);
+        T *d = base + off[1] + offs[off[2]];
+        if (add) atomic_add(d, src[off[0]]);
+        else *d = src[off[0]];
+    }
+}
+
+/* gather (scatter false: iterated = out) or scatter (iterated = src) */
+struct DP_HIDDEN offsets_launch {
+    bool scatter, add;
+    const dp_view *iterated, *base, *offs;
+    template <typename T> int run() const
+    {
+        dp_offsets<3> oc;
+        bool contig;
+        const dp_view *vs[3] = { iterated, base, offs };
+        int64_t n = dp_make_offsets<3>(&oc, vs, &contig);
+        if (n == 0) return 0;
+        CUDA_STREAM_OF(iterated->device, s);
+        unsigned g = dp_grid_for(n, DP_THREADS);
+        const int64_t *ox = (const int64_t *)offs->data;
+        if (scatter)
+            scatter_offsets_kernel<T><<<g, DP_THREADS, 0, s>>>(oc, n, (T *)base->data, ox, (const T *)iterated->data, add);
+        else
+            gather_offsets_kernel<T><<<g, DP_THREADS, 0, s>>>(oc, n, (T *)iterated->data, (const T *)base->data, ox);
+        CUDA_CHECK_LAUNCH(scatter ? "scatter_offsets" : "gather_offsets");
+        return 0;
+    }
+};
+
+extern "C" int dp_cuda_gather_offsets(const dp_view *out, const dp_view *base, const dp_view *offs)
+{
+    if (out->dtype != base->dtype || offs->dtype != DP_INT64) return dp_cuda_error("CUDA gather_offsets: dtypes differ");
+    offsets_launch f = { false, false, out, base, offs };
+    return DP_DISPATCH_OUT(out->dtype, f);
+}
+
+extern "C" int dp_cuda_scatter_offsets(const dp_view *base, const dp_view *offs, const dp_view *src, bool add)
+{
+    if (src->dtype != base->dtype || offs->dtype != DP_INT64) return dp_cuda_error("CUDA scatter_offsets: dtypes differ");
+    offsets_launch f = { true, add, src, base, offs };
+    return DP_DISPATCH_OUT(src->dtype, f);
+}

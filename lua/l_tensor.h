@@ -27,6 +27,11 @@ extern const luaL_Reg lt_op_functions[];      /* l_ops.c: torch.* only (where) *
 extern const luaL_Reg lt_grad_functions[];    /* l_grad.c: torch.no_grad ... */
 extern const luaL_Reg lt_vision_functions[];  /* l_vision.c: torch._C.pool2d */
 extern const luaL_Reg lt_sort_functions[];    /* l_sort.c: sort, topk, cumsum ... */
+extern const luaL_Reg lt_index_functions[];   /* l_index.c: gather, scatter, index_put, nonzero */
+extern const luaL_Reg lt_index_methods[];     /* l_index.c: the in-place forms */
+/* l_index.c: t[key] and t[key] = value (the value at 3) for a table or tensor key at 2 */
+int lt_index_get(lua_State *L, dp_tensor *t);
+int lt_index_set(lua_State *L, dp_tensor *t);
 
 /* Sets every *_functions entry in the table on top of the stack (torch._C and the methods). */
 void lt_set_functions(lua_State *L);

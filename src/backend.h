@@ -122,6 +122,14 @@ typedef struct dp_backend {
                      int64_t *indices, bool reverse);
     int (*scatter_add_rows)(dp_device dev, int dtype, int64_t rows, int64_t n_src, int64_t n_out,
                             const void *src, const int64_t *idx, void *out);
+    /* ---- advanced indexing (index.c): the engine reads the indices on the host, checks
+     * them and turns them into element offsets.  out (or src), base and offs share one
+     * shape; base's strides walk the dims that are not indexed (0 on the indexed ones) and
+     * offs (int64, in elements) adds the indexed part. */
+    /* out[i] = base[i + offs[i]]; out and base have one dtype */
+    int (*gather_offsets)(const dp_view *out, const dp_view *base, const dp_view *offs);
+    /* base[i + offs[i]] = src[i], or += when add (offsets may repeat); src has base's dtype */
+    int (*scatter_offsets)(const dp_view *base, const dp_view *offs, const dp_view *src, bool add);
 } dp_backend;
 
 /* The backend registry (registry.c): the backend serving a device, or NULL with dp_error()

@@ -488,4 +488,6 @@ const dp_backend dp_cpu_backend = {
     .sort_rows = dp_cpu_sort_rows,
     .scan_rows = dp_cpu_scan_rows,
     .scatter_add_rows = dp_cpu_scatter_add_rows,
+    .gather_offsets = dp_cpu_gather_offsets,
+    .scatter_offsets = dp_cpu_scatter_offsets,
 };
