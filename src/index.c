@@ -356,6 +356,11 @@ static int scatter_raw(dp_tensor *dst, const layout *l, const int64_t *strides, 
 static int put_in_place(dp_tensor *t, const plan *p, dp_tensor *values, bool add, const char *op)
 {
     if (dp_check_inplace(t, op)) return -1;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->strides[d] == 0 && t->sizes[d] > 1)
+            return dp_error("unsupported operation: more than one element of the written-to tensor refers to a single "
+                            "memory location (%s on an expanded view). Please clone() the tensor before performing the "
+                            "operation.", op);
     dp_tensor *v = prep_values(t, &p->out, values, op);
     if (!v) return -1;
     dp_tensor *offs = plan_offsets(p, t->strides, t->device);
