@@ -234,6 +234,18 @@ static int l_scatter_(lua_State *L) { return scatter(L, false, true); }
 static int l_scatter_add(lua_State *L) { return scatter(L, true, false); }
 static int l_scatter_add_(lua_State *L) { return scatter(L, true, true); }
 
+/* torch._C._scatter_reduce(t, dim, index, src, reduce, include_self): prod, amax, amin */
+static int l_scatter_reduce(lua_State *L)
+{
+    dp_tensor *t = lt_check(L, 1);
+    int dim = lt_checkdim(L, 2, t->ndim ? t->ndim : 1, 0);
+    dp_tensor *ix = lt_check(L, 3), *src = lt_check(L, 4);
+    const char *reduce = luaL_checkstring(L, 5);
+    bool include_self = lua_toboolean(L, 6);
+    dp_tensor **slot = lt_newslot(L);
+    return lt_done(L, *slot = dp_scatter_reduce(t, dim, ix, src, reduce, include_self, 1));
+}
+
 /* t:nonzero([{as_tuple=false}]): an int64 [count, ndim] tensor of 1-based coordinates, or
  * with as_tuple a table of ndim 1-D tensors (one per dim) */
 static int l_nonzero(lua_State *L)
@@ -264,7 +276,7 @@ static int l_nonzero(lua_State *L)
 
 const luaL_Reg lt_index_functions[] = {
     { "gather", l_gather }, { "scatter", l_scatter }, { "scatter_add", l_scatter_add },
-    { "index_put", l_index_put }, { "nonzero", l_nonzero }, { NULL, NULL }
+    { "index_put", l_index_put }, { "nonzero", l_nonzero }, { "_scatter_reduce", l_scatter_reduce }, { NULL, NULL }
 };
 
 const luaL_Reg lt_index_methods[] = {

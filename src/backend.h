@@ -35,6 +35,9 @@ typedef struct {
     int64_t planes, ih, iw, oh, ow;
     int64_t kh, kw, sh, sw, ph, pw, dh, dw;
 } dp_pool2d_params;
+/* how scatter_offsets combines a value with what is there (bool: add and max are "or",
+ * mul and min "and") */
+typedef enum { DP_SCATTER_COPY = 0, DP_SCATTER_ADD, DP_SCATTER_MUL, DP_SCATTER_MAX, DP_SCATTER_MIN } dp_scatter_mode;
 
 typedef struct dp_backend {
     const char *name;
@@ -128,8 +131,9 @@ typedef struct dp_backend {
      * offs (int64, in elements) adds the indexed part. */
     /* out[i] = base[i + offs[i]]; out and base have one dtype */
     int (*gather_offsets)(const dp_view *out, const dp_view *base, const dp_view *offs);
-    /* base[i + offs[i]] = src[i], or += when add (offsets may repeat); src has base's dtype */
-    int (*scatter_offsets)(const dp_view *base, const dp_view *offs, const dp_view *src, bool add);
+    /* base[i + offs[i]] = src[i], or combined with it as mode (dp_scatter_mode) says; offsets
+     * may repeat (COPY then writes one of the values); src has base's dtype */
+    int (*scatter_offsets)(const dp_view *base, const dp_view *offs, const dp_view *src, int mode);
 } dp_backend;
 
 /* The backend registry (registry.c): the backend serving a device, or NULL with dp_error()

@@ -1,4 +1,4 @@
-/* cpu_index.c: the CPU kernels of advanced indexing: a gather and a scatter (copy or add)
+/* cpu_index.c: the CPU kernels of advanced indexing: a gather and a scatter (copy, add, multiply, max or min)
  * through element offsets the engine computed (index.c).  The gather runs on the thread
  * pool; the scatter runs on one thread, since offsets may repeat. */
 #include <string.h>
@@ -35,19 +35,33 @@ int dp_cpu_gather_offsets(const dp_view *out, const dp_view *base, const dp_view
         STORE;                                                                  \
     }
 
+/* max and min propagate NaN, as PyTorch's amax and amin */
+#define SCATTER_MODES(T)                                                        \
+    switch (mode) {                                                             \
+    case DP_SCATTER_COPY: SCATTER_LOOP(T, *d = v) break;                        \
+    case DP_SCATTER_ADD: SCATTER_LOOP(T, *d += v) break;                        \
+    case DP_SCATTER_MUL: SCATTER_LOOP(T, *d *= v) break;                        \
+    case DP_SCATTER_MAX: SCATTER_LOOP(T, if (v > *d || v != v) *d = v) break;   \
+    default: SCATTER_LOOP(T, if (v < *d || v != v) *d = v) break;               \
+    }
+
 /* one inner run: b the base, off the offsets, src the values, with their strides */
-static void scatter_run(int dt, bool add, int64_t n, char *b, int64_t sb, const int64_t *off, int64_t sx,
+static void scatter_run(int dt, int mode, int64_t n, char *b, int64_t sb, const int64_t *off, int64_t sx,
                         const char *src, int64_t ss)
 {
     switch (dt) {
-    case DP_FLOAT32: if (add) { SCATTER_LOOP(float, *d += v) } else { SCATTER_LOOP(float, *d = v) } break;
-    case DP_FLOAT64: if (add) { SCATTER_LOOP(double, *d += v) } else { SCATTER_LOOP(double, *d = v) } break;
-    case DP_INT64: if (add) { SCATTER_LOOP(int64_t, *d += v) } else { SCATTER_LOOP(int64_t, *d = v) } break;
-    default: if (add) { SCATTER_LOOP(bool, *d = *d || v) } else { SCATTER_LOOP(bool, *d = v) } break;   /* bool + is "or" */
+    case DP_FLOAT32: SCATTER_MODES(float) break;
+    case DP_FLOAT64: SCATTER_MODES(double) break;
+    case DP_INT64: SCATTER_MODES(int64_t) break;
+    default:   /* bool: add and max are "or", mul and min "and" */
+        if (mode == DP_SCATTER_COPY) { SCATTER_LOOP(bool, *d = v) }
+        else if (mode == DP_SCATTER_ADD || mode == DP_SCATTER_MAX) { SCATTER_LOOP(bool, *d = *d || v) }
+        else { SCATTER_LOOP(bool, *d = *d && v) }
+        break;
     }
 }
 
-int dp_cpu_scatter_offsets(const dp_view *base, const dp_view *offs, const dp_view *src, bool add)
+int dp_cpu_scatter_offsets(const dp_view *base, const dp_view *offs, const dp_view *src, int mode)
 {
     if (src->dtype != base->dtype || offs->dtype != DP_INT64)
         return dp_error("scatter_offsets: dtypes differ");
@@ -68,7 +82,7 @@ int dp_cpu_scatter_offsets(const dp_view *base, const dp_view *offs, const dp_vi
             rem /= it.sizes[d];
             for (int k = 0; k < 3; k++) p[k] += i * it.strides[k][d] * it.esize[k];
         }
-        scatter_run(base->dtype, add, inner, p[1], it.strides[1][nd - 1], (const int64_t *)p[2],
+        scatter_run(base->dtype, mode, inner, p[1], it.strides[1][nd - 1], (const int64_t *)p[2],
                     it.strides[2][nd - 1], p[0], it.strides[0][nd - 1]);
     }
     return 0;

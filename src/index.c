@@ -284,7 +284,7 @@ static int take_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
     int rc = 0;
     if (layout_numel(&l)) {
         dp_view b = base_view(&l, z, z->strides), x = offs_view(&l, offs), s = dp_view_of(g);
-        rc = dp_backend_for(z->device)->scatter_offsets(&b, &x, &s, true);
+        rc = dp_backend_for(z->device)->scatter_offsets(&b, &x, &s, DP_SCATTER_ADD);
     }
     if (rc) { dp_tensor_release(z); return -1; }
     gin[0] = z;
@@ -346,11 +346,11 @@ static dp_tensor *prep_values(dp_tensor *t, const layout *l, dp_tensor *values, 
     return dp_to(values, t->device, t->dtype, false);
 }
 
-static int scatter_raw(dp_tensor *dst, const layout *l, const int64_t *strides, dp_tensor *offs, dp_tensor *v, bool add)
+static int scatter_raw(dp_tensor *dst, const layout *l, const int64_t *strides, dp_tensor *offs, dp_tensor *v, int mode)
 {
     if (layout_numel(l) == 0) return 0;
     dp_view b = base_view(l, dst, strides), x = offs_view(l, offs), s = dp_broadcast_view(v, l->ndim, l->sizes);
-    return dp_backend_for(dst->device)->scatter_offsets(&b, &x, &s, add);
+    return dp_backend_for(dst->device)->scatter_offsets(&b, &x, &s, mode);
 }
 
 static int put_in_place(dp_tensor *t, const plan *p, dp_tensor *values, bool add, const char *op)
@@ -364,7 +364,7 @@ static int put_in_place(dp_tensor *t, const plan *p, dp_tensor *values, bool add
     dp_tensor *v = prep_values(t, &p->out, values, op);
     if (!v) return -1;
     dp_tensor *offs = plan_offsets(p, t->strides, t->device);
-    int rc = offs ? scatter_raw(t, &p->out, t->strides, offs, v, add) : -1;
+    int rc = offs ? scatter_raw(t, &p->out, t->strides, offs, v, add ? DP_SCATTER_ADD : DP_SCATTER_COPY) : -1;
     if (!rc) dp_bump_version(t);
     dp_tensor_release(offs);
     dp_tensor_release(v);
@@ -387,7 +387,7 @@ static int put_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
         else {
             dp_tensor *c = dp_empty(g->ndim, g->sizes, g->dtype, g->device), *zero = dp_zeros(0, NULL, g->dtype, g->device);
             rc = c && zero ? dp_copy_raw(c, gc) : -1;
-            if (!rc) rc = scatter_raw(c, &l, c->strides, offs, zero, false);
+            if (!rc) rc = scatter_raw(c, &l, c->strides, offs, zero, DP_SCATTER_COPY);
             dp_tensor_release(zero);
             if (rc) dp_tensor_release(c);
             else gin[0] = c;
@@ -408,7 +408,10 @@ static dp_tensor *put_plan(dp_tensor *t, const plan *p, dp_tensor *values, bool 
     dp_tensor *v = prep_values(t, &p->out, values, op);
     if (!v) return NULL;
     dp_tensor *out = NO_GRAD(dp_clone(t)), *offs = out ? plan_offsets(p, out->strides, t->device) : NULL;
-    if (out && (!offs || scatter_raw(out, &p->out, out->strides, offs, v, add))) { dp_tensor_release(out); out = NULL; }
+    if (out && (!offs || scatter_raw(out, &p->out, out->strides, offs, v, add ? DP_SCATTER_ADD : DP_SCATTER_COPY))) {
+        dp_tensor_release(out);
+        out = NULL;
+    }
     dp_tensor *ins[2] = { t, v };
     if (out && dp_needs_grad(2, ins)) {
         dp_node *node = dp_node_new(name, put_backward, 2, ins);
@@ -539,6 +542,38 @@ int dp_scatter_index_(dp_tensor *t, int dim, dp_tensor *index, dp_tensor *src, b
     dp_tensor_release(v);
     plan_free(&p);
     return rc;
+}
+
+dp_tensor *dp_scatter_reduce(dp_tensor *t, int dim, dp_tensor *index, dp_tensor *src, const char *reduce,
+                             bool include_self, int base)
+{
+    int mode = !strcmp(reduce, "prod") ? DP_SCATTER_MUL : !strcmp(reduce, "amax") ? DP_SCATTER_MAX
+             : !strcmp(reduce, "amin") ? DP_SCATTER_MIN : -1;
+    if (mode < 0) return dp_error("scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got '%s'", reduce), NULL;
+    dp_tensor *ins[2] = { t, src };
+    if (dp_needs_grad(2, ins))
+        return dp_error("scatter_reduce: the gradient of '%s' is not supported yet (use 'sum' or 'mean', or detach the "
+                        "inputs)", reduce), NULL;
+    if (src->ndim != t->ndim)
+        return dp_error("scatter_reduce: src (%dD) must have as many dimensions as the tensor (%dD)", src->ndim, t->ndim), NULL;
+    plan p;
+    if (plan_gather(&p, t, dim, index, src, base, "scatter_reduce")) return NULL;
+    dp_tensor *cut = src_for(src, index), *v = cut ? prep_values(t, &p.out, cut, "scatter_reduce") : NULL;
+    dp_tensor *out = v ? dp_clone(t) : NULL, *offs = out ? plan_offsets(&p, out->strides, t->device) : NULL;
+    int rc = offs ? 0 : -1;
+    if (!rc && !include_self) {   /* start from the identity (prod) or from one of the values (amax, amin) */
+        dp_tensor *one = mode == DP_SCATTER_MUL ? dp_ones(0, NULL, t->dtype, t->device) : v;
+        if (mode == DP_SCATTER_MUL && !one) rc = -1;
+        if (!rc) rc = scatter_raw(out, &p.out, out->strides, offs, one, DP_SCATTER_COPY);
+        if (one != v) dp_tensor_release(one);
+    }
+    if (!rc) rc = scatter_raw(out, &p.out, out->strides, offs, v, mode);
+    if (rc) { dp_tensor_release(out); out = NULL; }
+    dp_tensor_release(offs);
+    dp_tensor_release(v);
+    dp_tensor_release(cut);
+    plan_free(&p);
+    return out;
 }
 
 /* ---------------------------------------------------------------- nonzero */

@@ -137,13 +137,14 @@ function M.install(torch)
     return t:reshape(-1)[idx]
   end)
 
-  -- scatter_reduce(dim, index, src, reduce [, {include_self=true}]): 'sum' and 'mean'
+  -- scatter_reduce(dim, index, src, reduce [, {include_self=true}]): 'sum' and 'mean' (as
+  -- scatter_add, differentiable), 'prod', 'amax' and 'amin' (the engine's, not differentiable yet)
   both('scatter_reduce', function(t, dim, idx, src, reduce, opts)
     local include_self = not (type(opts) == 'table' and opts.include_self == false)
-    need(reduce == 'sum' or reduce == 'mean', 2,
-      "scatter_reduce: reduce must be 'sum' or 'mean' ('prod', 'amax' and 'amin' are not supported yet), got %s",
-      tostring(reduce))
     need(torch.is_tensor(src), 2, 'scatter_reduce: src must be a tensor, got %s', type(src))
+    if reduce ~= 'sum' and reduce ~= 'mean' then
+      return t:_scatter_reduce(dim, idx, src, tostring(reduce), include_self)
+    end
     local base = include_self and t or t:scatter(dim, idx, 0)
     local sum = base:scatter_add(dim, idx, src)
     if reduce == 'sum' then return sum end
