@@ -7,13 +7,24 @@
 
 typedef struct { int esize; } gather_ctx;
 
+#define GATHER_LOOP(T)                                                          \
+    for (int64_t i = 0; i < n; i++)                                             \
+        ((T *)p[0])[i * s[0]] = ((const T *)p[1])[i * s[1] + off[i * s[2]]];
+
 /* p[0] out, p[1] base (strided over the dims that are not indexed), p[2] the offsets */
 static void gather_inner(void *c, int64_t n, char **p, const int64_t *s)
 {
     int es = ((const gather_ctx *)c)->esize;
     const int64_t *off = (const int64_t *)p[2];
-    for (int64_t i = 0; i < n; i++)
-        memcpy(p[0] + i * s[0] * es, p[1] + (i * s[1] + off[i * s[2]]) * es, (size_t)es);
+    if (s[0] == 1 && s[1] == 1 && s[2] == 0) {   /* a run of one indexed row: one copy */
+        memcpy(p[0], p[1] + off[0] * es, (size_t)(n * es));
+        return;
+    }
+    switch (es) {
+    case 8: GATHER_LOOP(uint64_t) break;
+    case 4: GATHER_LOOP(uint32_t) break;
+    default: GATHER_LOOP(uint8_t) break;
+    }
 }
 
 int dp_cpu_gather_offsets(const dp_view *out, const dp_view *base, const dp_view *offs)
