@@ -150,6 +150,15 @@ static dp_tensor *value_arg(lua_State *L, int arg, dp_tensor *t, const char *wha
     return push_view(L, dp_full(0, NULL, x, t->dtype, dp_cpu()));
 }
 
+/* PyTorch's rule for index_put, scatter and their relatives: a tensor of values has t's dtype
+ * (t[key] = v alone converts) */
+static void same_dtype(lua_State *L, const char *what, dp_tensor *t, dp_tensor *v)
+{
+    if (v->dtype != t->dtype)
+        luaL_error(L, "%s: expected the values to have the tensor's dtype %s, got %s", what, dp_dtype_name(t->dtype),
+                   dp_dtype_name(v->dtype));
+}
+
 /* t[key] = value for a table or tensor key */
 int lt_index_set(lua_State *L, dp_tensor *t)
 {
@@ -176,6 +185,8 @@ static int index_put(lua_State *L, bool inplace)
         return luaL_typeerror(L, 2, "table of index tensors");
     bool acc = lt_optfield_bool(L, 4, "accumulate", false);
     dp_tensor *v = value_arg(L, 3, t, inplace ? "index_put_" : "index_put");
+    if (lt_test(L, 3))
+        same_dtype(L, inplace ? "index_put_" : "index_put", t, v);
     key_t k;
     parse_key(L, t, 2, &k);
     if (!k.ntensors)
@@ -219,6 +230,8 @@ static int scatter(lua_State *L, bool add, bool inplace)
     if (add && !lt_test(L, 4))
         return luaL_typeerror(L, 4, "tensor");
     dp_tensor *src = value_arg(L, 4, t, add ? "scatter_add" : "scatter");
+    if (lt_test(L, 4))
+        same_dtype(L, add ? "scatter_add" : "scatter", t, src);
     if (inplace) {
         if (dp_scatter_index_(t, dim, ix, src, add, 1))
             return lt_raise(L);
@@ -241,6 +254,7 @@ static int l_scatter_reduce(lua_State *L)
     int dim = lt_checkdim(L, 2, t->ndim ? t->ndim : 1, 0);
     dp_tensor *ix = lt_check(L, 3), *src = lt_check(L, 4);
     const char *reduce = luaL_checkstring(L, 5);
+    same_dtype(L, "scatter_reduce", t, src);
     bool include_self = lua_toboolean(L, 6);
     dp_tensor **slot = lt_newslot(L);
     return lt_done(L, *slot = dp_scatter_reduce(t, dim, ix, src, reduce, include_self, 1));

@@ -229,6 +229,10 @@ describe('errors', function()
     fails("reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got 'max'", function()
       return A:scatter_reduce(1, torch.tensor({ { 1 } }), torch.ones(1, 1, { dtype = 'float64' }), 'max')
     end)
+    fails('scatter: expected the values to have the tensor\'s dtype float64, got float32',
+      function() return A:scatter(1, torch.tensor({ { 1 } }), torch.ones(1, 1)) end)
+    fails('index_put_: expected the values to have the tensor\'s dtype float64, got int64',
+      function() return A:clone():index_put_({ torch.tensor({ 1 }) }, torch.tensor(1)) end)
     fails('index entry 1 must be an integer, a {first, last} range or a tensor, got string', function() return A[{ 'x' }] end)
   end)
 end)
