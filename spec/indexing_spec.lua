@@ -98,6 +98,8 @@ describe('writing in place', function()
     A[{ {}, 2 }] = 0
     A[{ { 2, 3 }, { 3, 4 } }] = torch.tensor({ 1, 2 }, { dtype = 'float64' })
     assert.are.same({ { 7, 0, 9, 10 }, { -1, 0, 1, 2 }, { 7, 0, 1, 2 } }, A:tolist())
+    A[{ { 2, 3 }, torch.tensor({ 1, 4 }) }] = -3   -- a range, then an index: writes through the view
+    assert.are.same({ { 7, 0, 9, 10 }, { -3, 0, 1, -3 }, { -3, 0, 1, -3 } }, A:tolist())
     A[{ 1, {}, }] = 5
     assert.are.same({ 5, 5, 5, 5 }, A[1]:tolist())
   end)
