@@ -3,6 +3,7 @@
 -- masked_scatter(_), take, index_fill(_), index_copy(_), index_add(_), scatter_reduce.
 -- Dims and indices count from 1, as everywhere.
 local M = {}
+local scatter_extreme
 
 function M.install(torch)
   local Tensor = torch.Tensor
@@ -137,11 +138,38 @@ function M.install(torch)
     return t:reshape(-1)[idx]
   end)
 
+  -- src cut down to index's shape (scatter reads only that corner)
+  local function corner(src, idx)
+    for d = 1, idx:dim() do
+      if src:size(d) ~= idx:size(d) then src = src:narrow(d, 1, idx:size(d)) end
+    end
+    return src
+  end
+
+  -- scatter_reduce 'amax'/'amin' with autograd: the engine's exact values, plus a term that
+  -- is zero in value and carries PyTorch's gradient (shared evenly among the elements equal
+  -- to the result; self's untouched places pass it on).  At infinite or NaN results that term is dropped: no gradient there.
+  function scatter_extreme(t, dim, idx, src, reduce, include_self)
+    local res = t:detach():_scatter_reduce(dim, idx, src:detach(), reduce, include_self)
+    local s = corner(src, idx)
+    local e_src = s:detach():eq(res:gather(dim, idx))
+    local e_self   -- where self counts: where it equals the result, or (include_self false) where nothing lands
+    if include_self then e_self = t:detach():eq(res)
+    else e_self = torch.zeros_like(t):scatter_add(dim, idx, torch.ones(idx:size(), { dtype = t.dtype, device = t.device })):eq(0) end
+    local count = e_self:to(t.dtype):scatter_add(dim, idx, e_src:to(t.dtype)):clamp(1, nil)
+    local share = torch.where(e_self, t, 0) / count
+      + torch.zeros_like(t):scatter_add(dim, idx, torch.where(e_src, s, 0) / count:gather(dim, idx))
+    return res + torch.where(res:isfinite(), share - share:detach(), 0)
+  end
+
   -- scatter_reduce(dim, index, src, reduce [, {include_self=true}]): 'sum' and 'mean' (as
-  -- scatter_add, differentiable), 'prod', 'amax' and 'amin' (the engine's, not differentiable yet)
+  -- scatter_add), 'amax' and 'amin' (the engine's), differentiable; 'prod' (not differentiable yet)
   both('scatter_reduce', function(t, dim, idx, src, reduce, opts)
     local include_self = not (type(opts) == 'table' and opts.include_self == false)
     need(torch.is_tensor(src), 2, 'scatter_reduce: src must be a tensor, got %s', type(src))
+    if (reduce == 'amax' or reduce == 'amin') and torch.is_grad_enabled() and (t.requires_grad or src.requires_grad) then
+      return scatter_extreme(t, dim, idx, src, reduce, include_self)
+    end
     if reduce ~= 'sum' and reduce ~= 'mean' then
       return t:_scatter_reduce(dim, idx, src, tostring(reduce), include_self)
     end
