@@ -13,7 +13,7 @@ typedef struct {
     dp_tensor *ix[DP_MAX_DIMS];      /* NULL: the whole dim */
     int ntensors;
     bool numbers_only;               /* every entry was a number (t[{i, j}] is an element) */
-} key_t;
+} index_key;
 
 static int out_of_range(lua_State *L, lua_Integer i, int dim, int64_t size)
 {
@@ -69,7 +69,7 @@ static dp_tensor *apply_range(lua_State *L, int entry, dp_tensor *v, int cur, in
 }
 
 /* Parses the key at arg for the tensor t (pushes the views it makes). */
-static void parse_key(lua_State *L, dp_tensor *t, int arg, key_t *k)
+static void parse_key(lua_State *L, dp_tensor *t, int arg, index_key *k)
 {
     k->view = t;
     k->n = 0;
@@ -120,7 +120,7 @@ static void parse_key(lua_State *L, dp_tensor *t, int arg, key_t *k)
 /* t[key] for a table or tensor key */
 int lt_index_get(lua_State *L, dp_tensor *t)
 {
-    key_t k;
+    index_key k;
     parse_key(L, t, 2, &k);
     if (k.ntensors) {
         dp_tensor **slot = lt_newslot(L);
@@ -163,7 +163,7 @@ static void same_dtype(lua_State *L, const char *what, dp_tensor *t, dp_tensor *
 int lt_index_set(lua_State *L, dp_tensor *t)
 {
     lua_settop(L, 3);
-    key_t k;
+    index_key k;
     parse_key(L, t, 2, &k);
     if (k.ntensors) {
         dp_tensor *v = value_arg(L, 3, t, "t[index] = value");
@@ -187,7 +187,7 @@ static int index_put(lua_State *L, bool inplace)
     dp_tensor *v = value_arg(L, 3, t, inplace ? "index_put_" : "index_put");
     if (lt_test(L, 3))
         same_dtype(L, inplace ? "index_put_" : "index_put", t, v);
-    key_t k;
+    index_key k;
     parse_key(L, t, 2, &k);
     if (!k.ntensors)
         return luaL_error(L, "index_put%s: expected at least one index tensor", inplace ? "_" : "");
