@@ -77,13 +77,13 @@ function M.install(torch)
     return t:index_put(dim_key('index_add', t, dim, idx), scaled(src, alpha_of(alpha)), { accumulate = true })
   end)
 
-  -- the shape a and b broadcast to, or an error naming who
-  local function broadcast(who, a, b)
+  -- the shape a and b broadcast to, or an error naming who (level: broadcast's caller's)
+  local function broadcast(who, a, b, level)
     local na, nb = #a, #b
     local n, out = math.max(na, nb), {}
     for i = 1, n do
       local x, y = a[i - n + na] or 1, b[i - n + nb] or 1
-      need(x == y or x == 1 or y == 1, 3, '%s: the shapes %s and %s do not broadcast', who, shape_str(a), shape_str(b))
+      need(x == y or x == 1 or y == 1, (level or 2) + 1, '%s: the shapes %s and %s do not broadcast', who, shape_str(a), shape_str(b))
       out[i] = x == 1 and y or x
     end
     return out
@@ -109,7 +109,7 @@ function M.install(torch)
   local function masked_scatter(who, t, mask, source)
     check_mask(who, mask)
     need(torch.is_tensor(source), 3, '%s: source must be a tensor, got %s', who, type(source))
-    local shape = broadcast(who, t:size(), mask:size())
+    local shape = broadcast(who, t:size(), mask:size(), 3)
     need(same(t:size(), shape), 3, '%s: the mask of shape %s does not broadcast to the tensor\'s shape %s',
       who, shape_str(mask:size()), shape_str(t:size()))
     if t:dim() == 0 then t, mask = t:reshape(1), mask:reshape(1) end
