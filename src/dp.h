@@ -217,9 +217,8 @@ dp_tensor *dp_gather_index(dp_tensor *t, int dim, dp_tensor *index, int base);
 /* t[i][index[i][j]] = src[i][j] (+= when add); src may be 0-dim (a value) */
 dp_tensor *dp_scatter_index(dp_tensor *t, int dim, dp_tensor *index, dp_tensor *src, bool add, int base);
 int dp_scatter_index_(dp_tensor *t, int dim, dp_tensor *index, dp_tensor *src, bool add, int base);
-/* scatter_reduce for reduce "prod", "amax" or "amin", not differentiable ("sum" and "mean"
- * are compositions of scatter_add in lua/torch/indexing.lua, which also gives amax and amin
- * their gradient) */
+/* scatter_reduce for reduce "prod", "amax" or "amin", not differentiable (lua/torch/indexing.lua
+ * adds their gradient, and makes "sum" and "mean" of scatter_add) */
 dp_tensor *dp_scatter_reduce(dp_tensor *t, int dim, dp_tensor *index, dp_tensor *src, const char *reduce,
                              bool include_self, int base);
 /* the coordinates of t's nonzero elements: int64 [count, t->ndim], counted from base */

@@ -552,8 +552,7 @@ dp_tensor *dp_scatter_reduce(dp_tensor *t, int dim, dp_tensor *index, dp_tensor 
     if (mode < 0) return dp_error("scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got '%s'", reduce), NULL;
     dp_tensor *ins[2] = { t, src };
     if (dp_needs_grad(2, ins))
-        return dp_error("scatter_reduce: the gradient of '%s' is not supported yet (use 'sum' or 'mean', or detach the "
-                        "inputs)", reduce), NULL;
+        return dp_error("scatter_reduce: the engine's '%s' is not differentiable (torch.scatter_reduce is)", reduce), NULL;
     if (src->ndim != t->ndim)
         return dp_error("scatter_reduce: src (%dD) must have as many dimensions as the tensor (%dD)", src->ndim, t->ndim), NULL;
     plan p;

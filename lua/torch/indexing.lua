@@ -3,7 +3,7 @@
 -- masked_scatter(_), take, index_fill(_), index_copy(_), index_add(_), scatter_reduce.
 -- Dims and indices count from 1, as everywhere.
 local M = {}
-local scatter_extreme
+local scatter_with_grad
 
 function M.install(torch)
   local Tensor = torch.Tensor
@@ -146,29 +146,50 @@ function M.install(torch)
     return src
   end
 
-  -- scatter_reduce 'amax'/'amin' with autograd: the engine's exact values, plus a term that
-  -- is zero in value and carries PyTorch's gradient (shared evenly among the elements equal
-  -- to the result; self's untouched places pass it on).  At infinite or NaN results that term is dropped: no gradient there.
-  function scatter_extreme(t, dim, idx, src, reduce, include_self)
+  -- scatter_reduce 'prod', 'amax', 'amin' with autograd: the engine's exact values, plus a
+  -- term that is zero in value and carries PyTorch's gradient: for amax/amin shared evenly
+  -- among the elements equal to the result, for prod the product of the others (zeros
+  -- included); self's untouched places pass it on.  At infinite or NaN results that term is
+  -- dropped: no gradient there.
+  function scatter_with_grad(t, dim, idx, src, reduce, include_self)
     local res = t:detach():_scatter_reduce(dim, idx, src:detach(), reduce, include_self)
     local s = corner(src, idx)
-    local e_src = s:detach():eq(res:gather(dim, idx))
-    local e_self   -- where self counts: where it equals the result, or (include_self false) where nothing lands
-    if include_self then e_self = t:detach():eq(res)
-    else e_self = torch.zeros_like(t):scatter_add(dim, idx, torch.ones(idx:size(), { dtype = t.dtype, device = t.device })):eq(0) end
-    local count = e_self:to(t.dtype):scatter_add(dim, idx, e_src:to(t.dtype)):clamp(1, nil)
-    local share = torch.where(e_self, t, 0) / count
-      + torch.zeros_like(t):scatter_add(dim, idx, torch.where(e_src, s, 0) / count:gather(dim, idx))
+    local td, sd, dt = t:detach(), s:detach(), t.dtype
+    local w_self, w_src   -- d res / d self, d res / d src
+    if reduce == 'prod' then
+      local function nonzero(v) return torch.where(v:eq(0), 1, v) end
+      local base = include_self and td or torch.ones_like(t)
+      local p = nonzero(base):_scatter_reduce(dim, idx, nonzero(sd), 'prod', true)   -- of the nonzero ones
+      local n = base:eq(0):to(dt):scatter_add(dim, idx, sd:eq(0):to(dt))               -- how many zeros
+      local function others(v, pv, nv)
+        return torch.where(v:eq(0), torch.where(nv:eq(1), pv, 0), torch.where(nv:eq(0), pv / nonzero(v), 0))
+      end
+      w_self = others(td, p, n)
+      w_src = others(sd, p:gather(dim, idx), n:gather(dim, idx))
+    else
+      local e_src = sd:eq(res:gather(dim, idx))
+      local e_self = include_self and td:eq(res) or torch.zeros_like(t, { dtype = 'bool' })
+      local count = e_self:to(dt):scatter_add(dim, idx, e_src:to(dt)):clamp(1, nil)
+      w_self = e_self:to(dt) / count
+      w_src = e_src:to(dt) / count:gather(dim, idx)
+    end
+    if not include_self then
+      local ones = torch.ones(idx:size(), { dtype = dt, device = t.device })
+      w_self = torch.zeros_like(t):scatter_add(dim, idx, ones):eq(0):to(dt)
+    end
+    local function part(v, w) return torch.where(w:ne(0), v, 0) * w end   -- no 0 * inf
+    local share = part(t, w_self) + torch.zeros_like(t):scatter_add(dim, idx, part(s, w_src))
     return res + torch.where(res:isfinite(), share - share:detach(), 0)
   end
 
   -- scatter_reduce(dim, index, src, reduce [, {include_self=true}]): 'sum' and 'mean' (as
-  -- scatter_add), 'amax' and 'amin' (the engine's), differentiable; 'prod' (not differentiable yet)
+  -- scatter_add), 'prod', 'amax' and 'amin' (the engine's), all differentiable
   both('scatter_reduce', function(t, dim, idx, src, reduce, opts)
     local include_self = not (type(opts) == 'table' and opts.include_self == false)
     need(torch.is_tensor(src), 2, 'scatter_reduce: src must be a tensor, got %s', type(src))
-    if (reduce == 'amax' or reduce == 'amin') and torch.is_grad_enabled() and (t.requires_grad or src.requires_grad) then
-      return scatter_extreme(t, dim, idx, src, reduce, include_self)
+    if (reduce == 'prod' or reduce == 'amax' or reduce == 'amin') and torch.is_grad_enabled()
+        and (t.requires_grad or src.requires_grad) then
+      return scatter_with_grad(t, dim, idx, src, reduce, include_self)
     end
     if reduce ~= 'sum' and reduce ~= 'mean' then
       return t:_scatter_reduce(dim, idx, src, tostring(reduce), include_self)
