@@ -683,6 +683,8 @@ static const dp_backend g_cuda_backend = {
     /* layer_norm           */ dp_cuda_layer_norm,
     /* layer_norm_backward  */ dp_cuda_layer_norm_backward,
     /* adadelta_step        */ dp_cuda_adadelta_step,
+    /* gather_offsets       */ dp_cuda_gather_offsets,
+    /* scatter_offsets      */ dp_cuda_scatter_offsets,
 };
 
 extern "C" const dp_backend *dp_cuda_backend_init(const dp_backend_host *host, int *device_count, char *err,

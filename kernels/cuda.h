@@ -91,6 +91,8 @@ DP_CUDA_INTERNAL int dp_cuda_cudnn_conv(int which, int dtype, const dp_conv_geom
 /* ---- index.cu */
 DP_CUDA_INTERNAL int dp_cuda_index_select(const dp_view *out, const dp_view *in, int dim, const dp_view *idx);
 DP_CUDA_INTERNAL int dp_cuda_index_add(const dp_view *grad_in, int dim, const dp_view *idx, const dp_view *src);
+DP_CUDA_INTERNAL int dp_cuda_gather_offsets(const dp_view *out, const dp_view *base, const dp_view *offs);
+DP_CUDA_INTERNAL int dp_cuda_scatter_offsets(const dp_view *base, const dp_view *offs, const dp_view *src, int mode);
 
 /* ---- random.cu */
 DP_CUDA_INTERNAL int dp_cuda_random(int dist, const dp_view *out, uint64_t seed, uint64_t offset,

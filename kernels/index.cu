@@ -2,6 +2,8 @@
  * along a dim, with atomics since indices may repeat).  Indices are int64, 0-based and
  * already range-checked by the engine.  The element index along dim comes from a third
  * synthetic operand whose only stride is 1 at dim. */
+#include <string.h>
+
 #include "common.cuh"
 
 /* offsets over `shape` (a view of the iterated shape): 0 = that view, 1 = other (dim's
@@ -92,4 +94,108 @@ extern "C" int dp_cuda_index_add(const dp_view *grad_in, int dim, const dp_view 
     if (check_args("index_add", grad_in, src, dim, idx)) return -1;
     index_launch f = { true, src, grad_in, idx, dim };
     return DP_DISPATCH_OUT(grad_in->dtype, f);
+}
+
+/* ---------------------------------------------------------------- advanced indexing
+ * By element offsets the engine computed on the host (src/index.c): out, base and offs
+ * share one shape; base's strides walk the dims that are not indexed, offs adds the rest. */
+
+template <typename T>
+static __global__ void gather_offsets_kernel(dp_offsets<3> oc, int64_t n, T *out, const T *base, const int64_t *offs)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t off[3];
+        oc.get(i, off);
+        out[off[0]] = base[off[1] + offs[off[2]]];
+    }
+}
+
+/* a * v, max, min (NaN wins, as PyTorch's amax and amin) */
+template <typename T> __device__ __forceinline__ T combine(T a, T v, int mode)
+{
+    if (mode == DP_SCATTER_MUL) return a * v;
+    if (mode == DP_SCATTER_MAX) return (v > a || v != v) ? v : a;
+    return (v < a || v != v) ? v : a;
+}
+
+/* *p = combine(*p, v) atomically, through compare-and-swap on U (T's size) */
+template <typename T, typename U> __device__ void atomic_combine_cas(T *p, T v, int mode)
+{
+    U *u = (U *)p, old = *(volatile U *)u, assumed;
+    do {
+        assumed = old;
+        T a, r;
+        memcpy(&a, &assumed, sizeof a);
+        r = combine(a, v, mode);
+        U ru;
+        memcpy(&ru, &r, sizeof ru);
+        old = atomicCAS(u, assumed, ru);
+    } while (assumed != old);
+}
+
+__device__ __forceinline__ void atomic_combine(float *p, float v, int mode) { atomic_combine_cas<float, unsigned int>(p, v, mode); }
+__device__ __forceinline__ void atomic_combine(double *p, double v, int mode)
+{
+    atomic_combine_cas<double, unsigned long long>(p, v, mode);
+}
+__device__ __forceinline__ void atomic_combine(int64_t *p, int64_t v, int mode)
+{
+    atomic_combine_cas<int64_t, unsigned long long>(p, v, mode);
+}
+/* bool: max is "or", mul and min are "and"; every writer writes the same value */
+__device__ __forceinline__ void atomic_combine(bool *p, bool v, int mode)
+{
+    if (mode == DP_SCATTER_MAX ? v : !v) *(volatile bool *)p = v;
+}
+
+template <typename T>
+static __global__ void scatter_offsets_kernel(dp_offsets<3> oc, int64_t n, T *base, const int64_t *offs, const T *src,
+                                              int mode)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t off[3];
+        oc.get(i, off);
+        T *d = base + off[1] + offs[off[2]];
+        if (mode == DP_SCATTER_COPY) *d = src[off[0]];
+        else if (mode == DP_SCATTER_ADD) atomic_add(d, src[off[0]]);
+        else atomic_combine(d, src[off[0]], mode);
+    }
+}
+
+/* gather (scatter false: iterated = out) or scatter (iterated = src) */
+struct DP_HIDDEN offsets_launch {
+    bool scatter;
+    int mode;
+    const dp_view *iterated, *base, *offs;
+    template <typename T> int run() const
+    {
+        dp_offsets<3> oc;
+        bool contig;
+        const dp_view *vs[3] = { iterated, base, offs };
+        int64_t n = dp_make_offsets<3>(&oc, vs, &contig);
+        if (n == 0) return 0;
+        CUDA_STREAM_OF(iterated->device, s);
+        unsigned g = dp_grid_for(n, DP_THREADS);
+        const int64_t *ox = (const int64_t *)offs->data;
+        if (scatter)
+            scatter_offsets_kernel<T><<<g, DP_THREADS, 0, s>>>(oc, n, (T *)base->data, ox, (const T *)iterated->data, mode);
+        else
+            gather_offsets_kernel<T><<<g, DP_THREADS, 0, s>>>(oc, n, (T *)iterated->data, (const T *)base->data, ox);
+        CUDA_CHECK_LAUNCH(scatter ? "scatter_offsets" : "gather_offsets");
+        return 0;
+    }
+};
+
+extern "C" int dp_cuda_gather_offsets(const dp_view *out, const dp_view *base, const dp_view *offs)
+{
+    if (out->dtype != base->dtype || offs->dtype != DP_INT64) return dp_cuda_error("CUDA gather_offsets: dtypes differ");
+    offsets_launch f = { false, DP_SCATTER_COPY, out, base, offs };
+    return DP_DISPATCH_OUT(out->dtype, f);
+}
+
+extern "C" int dp_cuda_scatter_offsets(const dp_view *base, const dp_view *offs, const dp_view *src, int mode)
+{
+    if (src->dtype != base->dtype || offs->dtype != DP_INT64) return dp_cuda_error("CUDA scatter_offsets: dtypes differ");
+    offsets_launch f = { true, mode, src, base, offs };
+    return DP_DISPATCH_OUT(src->dtype, f);
 }

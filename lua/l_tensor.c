@@ -197,6 +197,8 @@ static int node_eq(lua_State *L)
 /* t[i]: a view, or on a 1-D tensor the element as a Lua value */
 static int index_get(lua_State *L, dp_tensor *t)
 {
+    if (!lua_isnumber(L, 2))
+        return lt_index_get(L, t);   /* a table or a tensor */
     if (t->ndim == 0)
         return luaL_error(L, "cannot index a 0-d tensor (use item())");
     int64_t i = lt_checkposition(L, 2, t, 0);
@@ -219,6 +221,8 @@ static int index_get(lua_State *L, dp_tensor *t)
 /* t[i] = number | tensor */
 static int index_set(lua_State *L, dp_tensor *t)
 {
+    if (!lua_isnumber(L, 2))
+        return lt_index_set(L, t);   /* a table or a tensor */
     if (t->ndim == 0)
         return luaL_error(L, "cannot index a 0-d tensor (use fill_ or copy_)");
     int64_t i = lt_checkposition(L, 2, t, 0);
@@ -348,6 +352,7 @@ void lt_set_functions(lua_State *L)
     luaL_setfuncs(L, lt_view_functions, 0);
     luaL_setfuncs(L, lt_math_functions, 0);
     luaL_setfuncs(L, lt_sort_functions, 0);
+    luaL_setfuncs(L, lt_index_functions, 0);
 }
 
 void lt_open_tensor(lua_State *L)
@@ -378,6 +383,7 @@ void lt_open_tensor(lua_State *L)
     luaL_setfuncs(L, lt_view_methods, 0);
     luaL_setfuncs(L, lt_convert_methods, 0);
     luaL_setfuncs(L, lt_math_methods, 0);
+    luaL_setfuncs(L, lt_index_methods, 0);
     lua_newtable(L); /* fields */
     luaL_setfuncs(L, tensor_fields, 0);
     lua_newtable(L); /* fields users set on a tensor: tensor -> {name = value}, weak keys */

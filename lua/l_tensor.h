@@ -31,6 +31,11 @@ extern const luaL_Reg lt_function_functions[]; /* l_function.c: custom_attach, a
 extern const luaL_Reg lt_random_functions[];   /* l_random.c: draws from a given stream */
 /* dp_backward run so that custom Function nodes can call back into L (l_function.c) */
 int lt_run_backward(lua_State *L, dp_tensor *root, dp_tensor *grad, bool retain);
+extern const luaL_Reg lt_index_functions[];   /* l_index.c: gather, scatter, index_put, nonzero */
+extern const luaL_Reg lt_index_methods[];     /* l_index.c: the in-place forms */
+/* l_index.c: t[key] and t[key] = value (the value at 3) for a table or tensor key at 2 */
+int lt_index_get(lua_State *L, dp_tensor *t);
+int lt_index_set(lua_State *L, dp_tensor *t);
 
 /* Sets every *_functions entry in the table on top of the stack (torch._C and the methods). */
 void lt_set_functions(lua_State *L);

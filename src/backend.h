@@ -43,6 +43,9 @@ typedef struct {
     int64_t batch, in_channels, out_channels, groups;
     int64_t in[3], out[3], kernel[3], stride[3], pad[3], dilation[3];
 } dp_conv_geom;
+/* how scatter_offsets combines a value with what is there (bool: add and max are "or",
+ * mul and min "and") */
+typedef enum { DP_SCATTER_COPY = 0, DP_SCATTER_ADD, DP_SCATTER_MUL, DP_SCATTER_MAX, DP_SCATTER_MIN } dp_scatter_mode;
 
 typedef struct dp_backend {
     const char *name;
@@ -151,6 +154,15 @@ typedef struct dp_backend {
     /* ---- optim: Adadelta's update of n contiguous elements (optim.c), as sgd_step */
     int (*adadelta_step)(int dtype, int64_t n, void *param, const void *grad, void *square_avg, void *acc_delta,
                          const dp_adadelta_opts *o);
+    /* ---- advanced indexing (index.c): the engine reads the indices on the host, checks
+     * them and turns them into element offsets.  out (or src), base and offs share one
+     * shape; base's strides walk the dims that are not indexed (0 on the indexed ones) and
+     * offs (int64, in elements) adds the indexed part. */
+    /* out[i] = base[i + offs[i]]; out and base have one dtype */
+    int (*gather_offsets)(const dp_view *out, const dp_view *base, const dp_view *offs);
+    /* base[i + offs[i]] = src[i], or combined with it as mode (dp_scatter_mode) says; offsets
+     * may repeat (COPY then writes one of the values); src has base's dtype */
+    int (*scatter_offsets)(const dp_view *base, const dp_view *offs, const dp_view *src, int mode);
 } dp_backend;
 
 /* The backend registry (registry.c): the backend serving a device, or NULL with dp_error()

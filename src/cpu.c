@@ -528,4 +528,6 @@ const dp_backend dp_cpu_backend = {
     .layer_norm = cpu_layer_norm,
     .layer_norm_backward = cpu_layer_norm_backward,
     .adadelta_step = cpu_adadelta_step,
+    .gather_offsets = dp_cpu_gather_offsets,
+    .scatter_offsets = dp_cpu_scatter_offsets,
 };

@@ -104,6 +104,9 @@ int cpu_binary(dp_binary_op op, const dp_view *out, const dp_view *a, const dp_v
 int cpu_binary_scalar(dp_binary_op op, const dp_view *out, const dp_view *a, double s, bool reverse);
 int cpu_where(const dp_view *out, const dp_view *cond, const dp_view *a, const dp_view *b);
 int cpu_reduce(dp_reduce_op op, const dp_view *out, const dp_view *idx, const dp_view *in, int dim);
+/* advanced indexing by element offsets (cpu_index.c) */
+int dp_cpu_gather_offsets(const dp_view *out, const dp_view *base, const dp_view *offs);
+int dp_cpu_scatter_offsets(const dp_view *base, const dp_view *offs, const dp_view *src, int mode);
 
 /* vision (cpu_vision.c): the pooling kernels of the dp_backend table */
 int dp_cpu_pool2d(const dp_pool2d_params *p, int dtype, dp_device dev, void *out, int64_t *idx, const void *in);

@@ -214,6 +214,27 @@ bool dp_is_pinned(const dp_tensor *t);
 dp_tensor *dp_cat(int n, dp_tensor *const *ts, int dim);
 dp_tensor *dp_stack(int n, dp_tensor *const *ts, int dim);
 dp_tensor *dp_index_select(dp_tensor *t, int dim, dp_tensor *index);  /* index: int64 1-D, 0-based */
+
+/* ---- advanced indexing (index.c).  Index values count from `base` (0, or 1 for the Lua
+ * binding); negative ones count from the end; every index is checked before anything is
+ * written.  indices[0..n) (NULL: the whole dim) are int64 tensors of any shape, which
+ * broadcast together, or bool masks, each covering mask->ndim dims (PyTorch's t[indices]).
+ * The out-of-place forms are differentiable. */
+dp_tensor *dp_index(dp_tensor *t, int n, dp_tensor *const *indices, int base);
+/* t[indices] = values (+= when accumulate; values broadcast to the selection) */
+int dp_index_put_(dp_tensor *t, int n, dp_tensor *const *indices, dp_tensor *values, bool accumulate, int base);
+dp_tensor *dp_index_put(dp_tensor *t, int n, dp_tensor *const *indices, dp_tensor *values, bool accumulate, int base);
+/* out[i][j] = t[i][index[i][j]] along dim (index has t's number of dims) */
+dp_tensor *dp_gather_index(dp_tensor *t, int dim, dp_tensor *index, int base);
+/* t[i][index[i][j]] = src[i][j] (+= when add); src may be 0-dim (a value) */
+dp_tensor *dp_scatter_index(dp_tensor *t, int dim, dp_tensor *index, dp_tensor *src, bool add, int base);
+int dp_scatter_index_(dp_tensor *t, int dim, dp_tensor *index, dp_tensor *src, bool add, int base);
+/* scatter_reduce for reduce "prod", "amax" or "amin", not differentiable (lua/torch/indexing.lua
+ * adds their gradient, and makes "sum" and "mean" of scatter_add) */
+dp_tensor *dp_scatter_reduce(dp_tensor *t, int dim, dp_tensor *index, dp_tensor *src, const char *reduce,
+                             bool include_self, int base);
+/* the coordinates of t's nonzero elements: int64 [count, t->ndim], counted from base */
+dp_tensor *dp_nonzero(dp_tensor *t, int base);
 /* DataParallel's cached replicas: a new tensor aliasing dst (same shape as t, on dst's
  * device) that autograd treats as to(t, dst->device): its gradient flows back to t.  t's
  * values are copied into dst first only when copy is true. */

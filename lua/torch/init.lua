@@ -124,6 +124,7 @@ require('torch.creation').install(torch)
 require('torch.composite').install(torch)
 require('torch.habits').install(torch)
 require('torch.mathops').install(torch)
+require('torch.indexing').install(torch)
 
 -- ------------------------------------------------------------------ lazily reached modules
 

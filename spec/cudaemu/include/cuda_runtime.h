@@ -152,6 +152,15 @@ template <typename T> inline T atomicAdd(T *p, T v)
     return old;
 }
 
+template <typename T> inline T atomicCAS(T *p, T compare, T v)
+{
+    emu::atomic_lock();
+    T old = *p;
+    if (old == compare) *p = v;
+    emu::atomic_unlock();
+    return old;
+}
+
 /* round-to-nearest intrinsics: the host's arithmetic rounds to nearest already */
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
