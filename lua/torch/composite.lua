@@ -5,17 +5,21 @@
 -- t:NAME(...), with PyTorch 1.13's results (1-based dims and classes, as everywhere).
 local M = {}
 
+-- define(torch, name, fn): torch.NAME(t, ...) (which checks that t is a tensor) and the
+-- method t:NAME(...), both fn; the other composition files use it too
+function M.define(torch, name, fn)
+  torch[name] = function(t, ...)
+    if not torch.is_tensor(t) then
+      error(('torch.%s: expected a tensor, got %s'):format(name, type(t)), 2)
+    end
+    return fn(t, ...)
+  end
+  torch.Tensor[name] = fn
+end
+
 function M.install(torch)
   local Tensor = torch.Tensor
-  local function both(name, fn)
-    torch[name] = function(t, ...)
-      if not torch.is_tensor(t) then
-        error(('torch.%s: expected a tensor, got %s'):format(name, type(t)), 2)
-      end
-      return fn(t, ...)
-    end
-    Tensor[name] = fn
-  end
+  local function both(name, fn) M.define(torch, name, fn) end
   local function is_float(t) return t.dtype == 'float32' or t.dtype == 'float64' end
 
   -- predicates: bool tensors of t's shape

@@ -2,20 +2,14 @@
 -- they run on every device and the out-of-place ones are differentiable: masked_select,
 -- masked_scatter(_), take, index_fill(_), index_copy(_), index_add(_), scatter_reduce.
 -- Dims and indices count from 1, as everywhere.
+local define = require('torch.composite').define
+
 local M = {}
 local scatter_with_grad
 
 function M.install(torch)
   local Tensor = torch.Tensor
-  local function both(name, fn)
-    torch[name] = function(t, ...)
-      if not torch.is_tensor(t) then
-        error(('torch.%s: expected a tensor, got %s'):format(name, type(t)), 2)
-      end
-      return fn(t, ...)
-    end
-    Tensor[name] = fn
-  end
+  local function both(name, fn) define(torch, name, fn) end
 
   local function shape_str(s)
     local parts = {}

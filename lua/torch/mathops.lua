@@ -5,19 +5,13 @@
 -- searchsorted, bucketize, cross, trace, cdist.  Each is torch.NAME(t, ...) and, where
 -- PyTorch has the method, t:NAME(...), with PyTorch 1.13's results (1-based dims and
 -- indices, as everywhere).
+local define = require('torch.composite').define
+
 local M = {}
 
 function M.install(torch)
   local Tensor = torch.Tensor
-  local function both(name, fn)
-    torch[name] = function(t, ...)
-      if not torch.is_tensor(t) then
-        error(('torch.%s: expected a tensor, got %s'):format(name, type(t)), 2)
-      end
-      return fn(t, ...)
-    end
-    Tensor[name] = fn
-  end
+  local function both(name, fn) define(torch, name, fn) end
   local function is_float(t) return t.dtype == 'float32' or t.dtype == 'float64' end
 
   -- a 1-based (or negative) dim of t, checked, as a positive 1-based dim
