@@ -3,6 +3,7 @@
 -- hand-computed gradients, Torch7's XOR tutorial, torch.CmdLine.
 local torch = require 'torch'
 local nn = require 'nn'
+local optim = require 'optim'
 local expect_error = dofile('spec/helpers/check.lua').expect_error
 
 local function close(got, want, tol)
@@ -174,5 +175,67 @@ describe('Torch7 helpers', function()
       local u = torch.uniform(1, 2)
       assert.is_true(u >= 1 and u < 2)
     end
+  end)
+end)
+
+describe("Torch7's flat parameters and functional optimizers", function()
+  it('getParameters gives views: writing x writes the weights, backward fills dx', function()
+    local m = nn.Sequential():add(nn.Linear(2, 2)):add(nn.Linear(2, 1))
+    local x, dx = m:getParameters()
+    assert.are.same({ 9 }, x:size():totable())
+    x:copy_(torch.arange(1, 10):float())
+    assert.are.same({ { 1, 2 }, { 3, 4 } }, m[1].weight:tolist())
+    assert.are.same({ 5, 6 }, m[1].bias:tolist())
+    assert.are.same({ { 7, 8 } }, m[2].weight:tolist())
+    local input = torch.tensor({ { 1.0, 1 } })
+    m:zeroGradParameters()
+    m:forward(input)
+    m:backward(input, torch.ones(1, 1))
+    -- h = W1 x + b1 = (8, 13); out = 7*8 + 8*13 + 9; d out/d W1 = W2^T x^T ...
+    assert.are.same({ 7, 7, 8, 8, 7, 8, 8, 13, 1 }, dx:tolist())
+  end)
+
+  it('optim.sgd and optim.adam follow Torch7 on f(x) = sum(x^2) / 2 (gradient x)', function()
+    local x = torch.tensor({ 1.0, -2 }, { dtype = 'float64' })
+    local function feval(p) return 0.5 * (p * p):sum():item(), p:clone() end
+    local cfg = { learningRate = 0.1, momentum = 0.5 }
+    local _, fs = optim.sgd(feval, x, cfg)
+    assert.are.same({ 2.5 }, fs)
+    assert.are.same({ 0.9, -1.8 }, x:tolist())          -- first step: the buffer is the gradient
+    optim.sgd(feval, x, cfg)                             -- buffer 0.5 * (1, -2) + 0.5 * (0.9, -1.8)
+    local want = { 0.9 - 0.1 * 0.95, -1.8 + 0.1 * 1.9 }
+    for i = 1, 2 do assert(math.abs(x[i] - want[i]) < 1e-12) end
+    local y = torch.tensor({ 1.0, -2 }, { dtype = 'float64' })
+    optim.adam(feval, y, { learningRate = 0.01 })
+    -- first Adam step moves each coordinate by lr * sign(g) (up to epsilon)
+    assert(math.abs(y[1] - 0.99) < 1e-7 and math.abs(y[2] + 1.99) < 1e-7, tostring(y))
+    expect_error(function() optim.sgd(feval, 3) end, 'expected the parameters as a tensor')
+  end)
+end)
+
+describe("Torch7's layer names", function()
+  it('build the LeNet of the Torch7 tutorial and keep a batch dim in View', function()
+    local net = nn.Sequential()
+    net:add(nn.SpatialConvolution(3, 6, 5, 5)):add(nn.ReLU()):add(nn.SpatialMaxPooling(2, 2, 2, 2))
+    net:add(nn.SpatialConvolution(6, 16, 5, 5)):add(nn.ReLU()):add(nn.SpatialMaxPooling(2, 2, 2, 2))
+    net:add(nn.View(16 * 5 * 5)):add(nn.Linear(400, 120)):add(nn.Linear(120, 10)):add(nn.LogSoftMax())
+    assert.are.same({ 10 }, net:forward(torch.rand(3, 32, 32)):size():totable())
+    assert.are.same({ 4, 10 }, net:forward(torch.rand(4, 3, 32, 32)):size():totable())
+    local p = net:forward(torch.rand(2, 3, 32, 32)):exp():sum(2)
+    assert(math.abs(p[1] - 1) < 1e-5 and math.abs(p[2] - 1) < 1e-5)
+    assert.are.equal('SpatialConvolution(3, 6, kernel_size=(5, 5), stride=(1, 1))', tostring(net[1]))
+  end)
+
+  it('SpatialConvolution takes kW, kH, dW, dH, padW, padH in that order', function()
+    local c = nn.SpatialConvolution(1, 1, 3, 1, 2, 1, 1, 0)   -- 3 wide, 1 high, stride 2 across
+    assert.are.same({ 1, 1, 4, 3 }, c(torch.zeros(1, 1, 4, 5)):size():totable())
+  end)
+
+  it('Threshold, SoftMax and SpatialMaxPooling:ceil', function()
+    assert.are.same({ 7, 2, 7 }, nn.Threshold(1, 7)(torch.tensor({ 0.5, 2, 1 })):tolist())
+    local s = nn.SoftMax()(torch.tensor({ { 0.0, 0 } }))
+    assert.are.same({ { 0.5, 0.5 } }, s:tolist())
+    assert.are.same({ 1, 1, 2, 2 }, nn.SpatialMaxPooling(2, 2):ceil()(torch.zeros(1, 1, 3, 3)):size():totable())
+    expect_error(function() nn.View(0) end, 'size 1 must be a positive integer or -1')
   end)
 end)

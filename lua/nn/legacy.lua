@@ -94,6 +94,119 @@ end
 -- m.training is PyTorch's mode flag)
 function Module:evaluate() return self:eval() end
 
+-- m:getParameters(): Torch7's flat views, two 1-D tensors holding every parameter and every
+-- gradient; the parameters and their .grad become views into them, so optim.sgd(feval, x)
+-- and the like update the model in place.  Call it once, after moving the model; a later
+-- :to() or zero_grad({set_to_none = true}) undoes the sharing, as in Torch7.
+function Module:getParameters()
+  local params = self:parameters()
+  if #params == 0 then utils.error('getParameters: the module has no parameters') end
+  local n, first = 0, params[1]
+  for _, p in ipairs(params) do
+    if p.dtype ~= first.dtype or tostring(p.device) ~= tostring(first.device) then
+      utils.error(('getParameters: the parameters must share one dtype and device (%s on %s and %s on %s)')
+        :format(first.dtype, tostring(first.device), p.dtype, tostring(p.device)))
+    end
+    n = n + p:numel()
+  end
+  local flat = torch.zeros(n, { dtype = first.dtype, device = first.device })
+  local grads = torch.zeros(n, { dtype = first.dtype, device = first.device })
+  torch.no_grad(function()
+    local at = 1
+    for _, p in ipairs(params) do
+      local k = p:numel()
+      local view = flat:narrow(1, at, k):view(p.shape)
+      view:copy_(p)
+      torch._C.set_data(p, view)
+      p.grad = grads:narrow(1, at, k):view(p.shape)   -- backward adds into it in place
+      at = at + k
+    end
+  end)
+  return flat, grads
+end
+
+-- ------------------------------------------------------------------ Torch7's layer names
+
+-- nn.SpatialConvolution(nInputPlane, nOutputPlane, kW, kH [, dW=1, dH=1, padW=0, padH=padW])
+local SpatialConvolution = torch.class('nn.SpatialConvolution', 'nn.Conv2d')
+function SpatialConvolution:__init(nin, nout, kW, kH, dW, dH, padW, padH)
+  kH = kH or kW
+  dW = dW or 1
+  padW = padW or 0
+  nn.Conv2d.__init(self, nin, nout, { kH, kW }, { stride = { dH or dW, dW }, padding = { padH or padW, padW } })
+end
+
+-- nn.SpatialMaxPooling(kW, kH [, dW=kW, dH=kH, padW=0, padH=0]), :ceil() as in Torch7
+local SpatialMaxPooling = torch.class('nn.SpatialMaxPooling', 'nn.MaxPool2d')
+function SpatialMaxPooling:__init(kW, kH, dW, dH, padW, padH)
+  kH = kH or kW
+  nn.MaxPool2d.__init(self, { kH, kW }, { stride = { dH or kH, dW or kW }, padding = { padH or 0, padW or 0 } })
+end
+function SpatialMaxPooling:ceil() self.ceil_mode = true; return self end
+function SpatialMaxPooling:floor() self.ceil_mode = false; return self end
+
+local SpatialAveragePooling = torch.class('nn.SpatialAveragePooling', 'nn.AvgPool2d')
+function SpatialAveragePooling:__init(kW, kH, dW, dH, padW, padH)
+  kH = kH or kW
+  nn.AvgPool2d.__init(self, { kH, kW }, { stride = { dH or kH, dW or kW }, padding = { padH or 0, padW or 0 } })
+end
+
+-- nn.View(sizes...) / nn.Reshape(sizes...): the input viewed with these sizes, keeping a
+-- leading batch dim when the input has more elements than the sizes hold (Torch7's rule)
+local View, view_parent = torch.class('nn.View', 'nn.Module')
+function View:__init(...)
+  view_parent.__init(self)
+  local sizes = select('#', ...) == 1 and type((...)) == 'table' and { table.unpack((...)) } or { ... }
+  local known = 1
+  for i, s in ipairs(sizes) do
+    if math.type(s) ~= 'integer' or (s < 1 and s ~= -1) then
+      utils.error(('nn.View: size %d must be a positive integer or -1, got %s'):format(i, tostring(s)))
+    end
+    if s ~= -1 then known = known * s end
+  end
+  self.sizes, self.known = sizes, known
+end
+function View:forward(x)
+  local n = x:numel()
+  local has_free = false
+  for _, s in ipairs(self.sizes) do if s == -1 then has_free = true end end
+  if not has_free and n ~= self.known and n % self.known == 0 then
+    return x:reshape(-1, table.unpack(self.sizes))   -- a batch of them
+  end
+  return x:reshape(table.unpack(self.sizes))
+end
+function View:extra_repr() return table.concat(self.sizes, ', ') end
+local Reshape = torch.class('nn.Reshape', 'nn.View')
+function Reshape:__init(...) nn.View.__init(self, ...) end
+
+-- nn.LogSoftMax() / nn.SoftMax(): over the last dim (Torch7's classes per row)
+local LogSoftMax, lsm_parent = torch.class('nn.LogSoftMax', 'nn.Module')
+function LogSoftMax:__init() lsm_parent.__init(self) end
+function LogSoftMax:forward(x) return x:log_softmax(x:dim()) end
+local SoftMax, sm_parent = torch.class('nn.SoftMax', 'nn.Module')
+function SoftMax:__init() sm_parent.__init(self) end
+function SoftMax:forward(x) return x:softmax(x:dim()) end
+
+-- nn.Threshold(th=1e-6, v=0): x where x > th, else v
+local Threshold, th_parent = torch.class('nn.Threshold', 'nn.Module')
+function Threshold:__init(th, v)
+  th_parent.__init(self)
+  self.threshold, self.value = th or 1e-6, v or 0
+end
+function Threshold:forward(x) return torch.where(x:gt(self.threshold), x, self.value) end
+function Threshold:extra_repr() return ('threshold=%s, value=%s'):format(self.threshold, self.value) end
+
+local SpatialBatchNormalization = torch.class('nn.SpatialBatchNormalization', 'nn.BatchNorm2d')
+function SpatialBatchNormalization:__init(n, eps, momentum, affine)
+  nn.BatchNorm2d.__init(self, n, { eps = eps or 1e-5, momentum = momentum or 0.1, affine = affine ~= false })
+end
+local BatchNormalization = torch.class('nn.BatchNormalization', 'nn.BatchNorm1d')
+function BatchNormalization:__init(n, eps, momentum, affine)
+  nn.BatchNorm1d.__init(self, n, { eps = eps or 1e-5, momentum = momentum or 0.1, affine = affine ~= false })
+end
+local SpatialDropout = torch.class('nn.SpatialDropout', 'nn.Dropout2d')
+function SpatialDropout:__init(p) nn.Dropout2d.__init(self, p or 0.5) end
+
 -- ------------------------------------------------------------------ criteria
 
 local Criterion, parent = torch.class('nn.Criterion', 'nn.Module')

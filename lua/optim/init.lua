@@ -10,4 +10,7 @@ for _, name in ipairs { 'Optimizer', 'SGD', 'Adam', 'AdamW', 'Adadelta', 'RMSpro
   rawset(optim, name, require('optim.' .. name))
 end
 
+-- Torch7's functional optimizers (optim.sgd(feval, x, config) ...), beside PyTorch's classes
+for name, fn in pairs(require 'optim.legacy') do rawset(optim, name, fn) end
+
 return optim
