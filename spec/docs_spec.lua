@@ -1,0 +1,36 @@
+-- Docs that run: every ```lua block of README.md and doc/*.md, page by page, through
+-- tools/docblocks.lua (statements as a reader types them; `--> error` lines must raise),
+-- with two CPU devices and, where it was built, the emulated GPU for the CUDA examples.
+local shell = dofile('spec/helpers/shell.lua')
+
+local emu = (os.getenv('EMU') or 'build-emu') .. '/libdplua_cuda.so'
+local have_emu = io.open(emu) ~= nil and os.getenv('ASAN') ~= '1'
+
+local pages = { 'README.md' }
+for f in io.popen('ls doc/*.md'):lines() do pages[#pages + 1] = f end
+
+describe('the code in the docs', function()
+  for _, page in ipairs(pages) do
+    it('runs: ' .. page, function()
+      local env = 'DPLUA_CPU_DEVICES=2'
+      if have_emu then env = env .. (' DPLUA_CUDA_LIB=%s DPLUA_EMU_GPUS=2'):format(shell.q(emu)) end
+      local p = io.popen(('env %s %s tools/docblocks.lua %s 2>&1'):format(env, shell.q(shell.bin), shell.q(page)))
+      local out = p:read('a')
+      p:close()
+      local fails, skips, oks = {}, {}, 0
+      for line in out:gmatch('[^\n]+') do
+        if line:find('^FAIL ') then
+          if not have_emu and line:find('CUDA is not available', 1, true) then
+            skips[#skips + 1] = line .. ' (no emulated GPU in this build)'
+          else
+            fails[#fails + 1] = line
+          end
+        elseif line:find('^skip ') then skips[#skips + 1] = line
+        elseif line:find('^ok ') then oks = oks + 1 end
+      end
+      assert(#fails == 0, table.concat(fails, '\n') .. '\n' .. out)
+      if #skips > 0 then pending(table.concat(skips, '; ')) end
+      assert(oks + #skips > 0 or not io.open(page):read('a'):find('```lua', 1, true), out)
+    end)
+  end
+end)
