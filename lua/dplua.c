@@ -519,6 +519,19 @@ static int multiline(lua_State *L) {
     }
 }
 
+/* A statement typed at the prompt that starts with `local` declares a global instead
+ * (`local function f` a global function), so the value lasts to the next line as it
+ * would in a script; `local x <close>`-style attributes are left to Lua. */
+static void keep_locals(lua_State *L) {
+    const char *line = lua_tostring(L, 1);
+    const char *p = line + strspn(line, " \t");
+    if (strncmp(p, "local", 5) != 0 || !(p[5] == ' ' || p[5] == '\t') || strchr(p, '<')) return;
+    p += 5;
+    p += strspn(p, " \t");
+    lua_pushstring(L, p);
+    lua_replace(L, 1);
+}
+
 /* Reads a statement and compiles it; returns the load status with the function (or the
  * message) on the stack, -1 at end of input, -2 when Ctrl-C abandoned the line. */
 static int loadline(lua_State *L) {
@@ -526,6 +539,7 @@ static int loadline(lua_State *L) {
     int r = pushline(L, 1);
     if (r == LINE_EOF) return -1;
     if (r == LINE_INTERRUPTED) return -2;
+    keep_locals(L);
     int status = addreturn(L);
     if (status != LUA_OK) {
         status = multiline(L);
@@ -535,12 +549,26 @@ static int loadline(lua_State *L) {
     return status;
 }
 
-/* Prints the values on the stack with the global print (tensors through __tostring). */
+/* The REPL's printer: torch.repl's show (tables as tables, the first result kept in `_`),
+ * or the global print when that cannot be loaded. */
+static void push_printer(lua_State *L) {
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "torch.repl");
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1)) {
+        lua_getfield(L, -1, "show");
+        lua_remove(L, -2);
+        if (lua_isfunction(L, -1)) return;
+    }
+    lua_pop(L, 1);
+    lua_getglobal(L, "print");
+}
+
+/* Prints the values on the stack (tensors through __tostring). */
 static void l_print(lua_State *L) {
     int n = lua_gettop(L);
     if (n > 0) {
         luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
-        lua_getglobal(L, "print");
+        push_printer(L);
         lua_insert(L, 1);
         if (docall(L, n, 0) != LUA_OK)   /* printing a large value can be interrupted too */
             l_message(progname, lua_pushfstring(L, "error calling 'print' (%s)",
