@@ -43,7 +43,7 @@ DEFS += -DDP_HAVE_MPI
 MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
 endif
-CFLAGS  += $(CFLAGS_BASE) $(CPPFLAGS) $(DEFS) $(MPI_CFLAGS)
+override CFLAGS += $(CFLAGS_BASE) $(CPPFLAGS) $(DEFS) $(MPI_CFLAGS)
 LIBS     = -lopenblas $(MPI_LIBS) -lpthread -ldl -lm
 
 ENGINE_SRC := $(sort $(wildcard src/*.c))
@@ -68,7 +68,7 @@ ifeq ($(CUDA),1)
 TARGETS += $(CUDA_SO)
 endif
 
-.PHONY: all deps test-deps install-pkgs test run asan tsan install uninstall env clean bench check-cuda cuda-emu
+.PHONY: all deps test-deps install-pkgs install-rock test run asan tsan install uninstall env clean bench check-cuda cuda-emu
 all: $(TARGETS)
 
 # ------------------------------------------------------------------ engine and binding
@@ -221,6 +221,16 @@ install: all
 	$(call write_pc,$(DESTDIR)$(PREFIX)/lib/pkgconfig/dplua.pc)
 	install -m 755 $(LUAMOD) $(DESTDIR)$(PREFIX)/lib/lua/5.4/torch.so
 	$(call link_modules,$(DESTDIR)$(PREFIX)/lib/lua/5.4)
+
+# what `luarocks make` installs (dplua-*.rockspec): the module library and its links into
+# the rock's LIBDIR (copies, not links: luarocks moves files one by one), the program into
+# its BINDIR (and the CUDA backend beside the program)
+install-rock: all
+	install -d $(LIBDIR)/torch $(BINDIR)
+	install -m 755 $(LUAMOD) $(LIBDIR)/torch.so
+	for m in nn optim torch/data torch/distributed; do install -m 755 $(LUAMOD) $(LIBDIR)/$$m.so; done
+	install -m 755 $(BIN) $(BINDIR)/dplua
+	$(if $(filter 1,$(CUDA)),install -m 755 $(CUDA_SO) $(BINDIR)/libdplua_cuda.so)
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/dplua $(DESTDIR)$(PREFIX)/include/dplua.h \
