@@ -238,3 +238,42 @@ describe('nn.TransformerEncoder', function()
       'num_layers must be a positive integer, got 0')
   end)
 end)
+
+describe('nn.TransformerDecoderLayer and nn.TransformerDecoder', function()
+  it('have PyTorch\'s submodules', function()
+    local layer = nn.TransformerDecoderLayer(8, 2, { dim_feedforward = 16 })
+    local names = {}
+    for name in layer:named_children() do names[#names + 1] = name end
+    assert.are.same({ 'self_attn', 'multihead_attn', 'linear1', 'dropout', 'linear2', 'norm1', 'norm2', 'norm3',
+                      'dropout1', 'dropout2', 'dropout3' }, names)
+  end)
+
+  it('match PyTorch in value and gradients (post/pre norm, gelu, batch_first, all four masks)', function()
+    local n = 0
+    for name, case in pairs(ref.decoder) do
+      local opts = { dim_feedforward = 16, dropout = 0 }
+      for k, v in pairs(case.opts) do opts[k] = v end
+      local dec = load(nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, opts), 2), case.params)
+      local tgt, mem = f64(case.tgt, true), f64(case.memory, true)
+      local fopts = { tgt_is_causal = case.causal }
+      if case.memory_mask then fopts.memory_mask = f64(case.memory_mask) end
+      for _, key in ipairs { 'tgt_key_padding_mask', 'memory_key_padding_mask' } do
+        if case[key] then fopts[key] = bool(case[key]) end
+      end
+      local out = dec(tgt, mem, fopts)
+      close(out, case.out, 1e-11, name .. ' value');
+      (out * f64(case.gout)):sum():backward()
+      close(tgt.grad, case.grad_tgt, 1e-9, name .. ' grad tgt')
+      close(mem.grad, case.grad_memory, 1e-9, name .. ' grad memory')
+      check_param_grads(dec, case.param_grads, 1e-9, name)
+      n = n + 1
+    end
+    assert.are.equal(2, n)
+  end)
+
+  it('reject a bad memory', function()
+    local layer = nn.TransformerDecoderLayer(8, 2, { dim_feedforward = 16 })
+    error_matches(function() layer(torch.randn(3, 2, 8), torch.randn(4, 2, 6)) end, 'key must be [L, N, 8]')
+    error_matches(function() nn.TransformerDecoder(layer, 1.5) end, 'num_layers must be a positive integer, got 1.5')
+  end)
+end)

@@ -1,5 +1,6 @@
 -- Attention and Transformers: F.scaled_dot_product_attention, nn.MultiheadAttention,
--- nn.TransformerEncoderLayer and nn.TransformerEncoder.
+-- nn.TransformerEncoderLayer, nn.TransformerEncoder, nn.TransformerDecoderLayer and
+-- nn.TransformerDecoder.
 --
 -- Everything is a composition of the engine's differentiable ops (matmul, softmax, where,
 -- views, linear, layer_norm, dropout), so it runs on every device and autograd needs
@@ -291,8 +292,9 @@ local function sa_block(self, x, mask, kpm)
   return self.dropout1(out)
 end
 
-local function ff_block(self, x)
-  return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+-- the feed-forward block; out_dropout: dropout2 in the encoder layer, dropout3 in the decoder's
+local function ff_block(self, x, out_dropout)
+  return out_dropout(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 end
 
 -- forward(src [, {src_mask=, src_key_padding_mask=, is_causal=false}]): masks as in
@@ -309,10 +311,10 @@ function EncoderLayer:forward(src, opts)
   local x = src
   if self.norm_first then
     x = x + sa_block(self, self.norm1(x), mask, kpm)
-    x = x + ff_block(self, self.norm2(x))
+    x = x + ff_block(self, self.norm2(x), self.dropout2)
   else
     x = self.norm1(x + sa_block(self, x, mask, kpm))
-    x = self.norm2(x + ff_block(self, x))
+    x = self.norm2(x + ff_block(self, x, self.dropout2))
   end
   return x
 end
@@ -327,21 +329,25 @@ end
 local Encoder = torch.class('nn.TransformerEncoder', 'nn.Module')
 M.TransformerEncoder = Encoder
 
-function Encoder:__init(encoder_layer, num_layers, opts)
+-- self.layers = num_layers deep copies of layer, self.norm = opts.norm (who, what: for errors)
+local function stack_init(self, who, what, layer, num_layers, opts)
   parent.__init(self)
-  local who = 'nn.TransformerEncoder'
-  if not parent.is_module(encoder_layer) then
-    utils.error(('%s: encoder_layer must be a module, got %s'):format(who, type(encoder_layer)))
+  if not parent.is_module(layer) then
+    utils.error(('%s: %s must be a module, got %s'):format(who, what, type(layer)))
   end
   if math.type(num_layers) ~= 'integer' or num_layers < 1 then
     utils.error(('%s: num_layers must be a positive integer, got %s'):format(who, tostring(num_layers)))
   end
   local o = utils.options(who, opts, { norm = false })
   local layers = {}
-  for i = 1, num_layers do layers[i] = M.deepcopy(encoder_layer) end
+  for i = 1, num_layers do layers[i] = M.deepcopy(layer) end
   self.layers = nn.ModuleList(layers)
   self.num_layers = num_layers
   if o.norm then self.norm = o.norm end
+end
+
+function Encoder:__init(encoder_layer, num_layers, opts)
+  stack_init(self, 'nn.TransformerEncoder', 'encoder_layer', encoder_layer, num_layers, opts)
 end
 
 -- forward(src [, {mask=, src_key_padding_mask=, is_causal=false}])
@@ -352,6 +358,92 @@ function Encoder:forward(src, opts)
     x = layer(x, { src_mask = o.mask or nil, src_key_padding_mask = o.src_key_padding_mask or nil,
                    is_causal = o.is_causal })
   end
+  if self.norm ~= nil then x = self.norm(x) end
+  return x
+end
+
+-- nn.TransformerDecoderLayer --------------------------------------------------------------
+
+-- nn.TransformerDecoderLayer(d_model, nhead [, opts as nn.TransformerEncoderLayer's]):
+-- self-attention, attention over the encoder's output (memory) and a feed-forward block,
+-- each with a residual connection and a LayerNorm (norm1, norm2, norm3).
+local DecoderLayer = torch.class('nn.TransformerDecoderLayer', 'nn.Module')
+M.TransformerDecoderLayer = DecoderLayer
+
+function DecoderLayer:__init(d_model, nhead, opts)
+  parent.__init(self)
+  local who = 'nn.TransformerDecoderLayer'
+  local o = utils.options(who, opts, { dim_feedforward = 2048, dropout = 0.1, activation = 'relu',
+    layer_norm_eps = 1e-5, batch_first = false, norm_first = false, device = false, dtype = false })
+  local t = { device = o.device or nil, dtype = o.dtype or nil }
+  self.activation = activation_fn(who, o.activation)
+  self.activation_name = type(o.activation) == 'string' and o.activation or 'custom'
+  self.norm_first, self.batch_first = o.norm_first, o.batch_first
+  local mha_opts = { dropout = o.dropout, batch_first = o.batch_first, device = t.device, dtype = t.dtype }
+  self.self_attn = MHA(d_model, nhead, mha_opts)
+  self.multihead_attn = MHA(d_model, nhead, mha_opts)
+  self.linear1 = nn.Linear(d_model, o.dim_feedforward, t)
+  self.dropout = nn.Dropout(o.dropout)
+  self.linear2 = nn.Linear(o.dim_feedforward, d_model, t)
+  local ln_opts = { eps = o.layer_norm_eps, device = t.device, dtype = t.dtype }
+  -- one assignment each: Lua's multiple assignment may register them in any order
+  self.norm1 = nn.LayerNorm(d_model, ln_opts)
+  self.norm2 = nn.LayerNorm(d_model, ln_opts)
+  self.norm3 = nn.LayerNorm(d_model, ln_opts)
+  self.dropout1 = nn.Dropout(o.dropout)
+  self.dropout2 = nn.Dropout(o.dropout)
+  self.dropout3 = nn.Dropout(o.dropout)
+end
+
+local function mha_block(self, x, mem, mask, kpm)
+  local out = self.multihead_attn(x, mem, mem, { attn_mask = mask, key_padding_mask = kpm, need_weights = false })
+  return self.dropout2(out)
+end
+
+local decoder_opts = { tgt_mask = false, memory_mask = false, tgt_key_padding_mask = false,
+                       memory_key_padding_mask = false, tgt_is_causal = false }
+
+-- forward(tgt, memory [, {tgt_mask=, memory_mask=, tgt_key_padding_mask=,
+-- memory_key_padding_mask=, tgt_is_causal=false}]): tgt_is_causal without a tgt_mask
+-- applies the causal mask to the self-attention.
+function DecoderLayer:forward(tgt, memory, opts)
+  local o = utils.options(tostring(self), opts, decoder_opts)
+  check_float(tostring(self), 'tgt', tgt)
+  check_float(tostring(self), 'memory', memory)
+  local tmask = o.tgt_mask or nil
+  if o.tgt_is_causal and not tmask then
+    local L = seq_len(self, tgt)
+    tmask = causal_mask(L, L, tgt)
+  end
+  local tkpm, mmask, mkpm = o.tgt_key_padding_mask or nil, o.memory_mask or nil, o.memory_key_padding_mask or nil
+  local x = tgt
+  if self.norm_first then
+    x = x + sa_block(self, self.norm1(x), tmask, tkpm)
+    x = x + mha_block(self, self.norm2(x), memory, mmask, mkpm)
+    x = x + ff_block(self, self.norm3(x), self.dropout3)
+  else
+    x = self.norm1(x + sa_block(self, x, tmask, tkpm))
+    x = self.norm2(x + mha_block(self, x, memory, mmask, mkpm))
+    x = self.norm3(x + ff_block(self, x, self.dropout3))
+  end
+  return x
+end
+
+DecoderLayer.extra_repr = EncoderLayer.extra_repr
+
+-- nn.TransformerDecoder(decoder_layer, num_layers [, {norm=}]): as nn.TransformerEncoder;
+-- forward(tgt, memory [, the decoder layer's options]).
+local Decoder = torch.class('nn.TransformerDecoder', 'nn.Module')
+M.TransformerDecoder = Decoder
+
+function Decoder:__init(decoder_layer, num_layers, opts)
+  stack_init(self, 'nn.TransformerDecoder', 'decoder_layer', decoder_layer, num_layers, opts)
+end
+
+function Decoder:forward(tgt, memory, opts)
+  local o = utils.options(tostring(self), opts, decoder_opts)
+  local x = tgt
+  for _, layer in ipairs(self.layers) do x = layer(x, memory, o) end
   if self.norm ~= nil then x = self.norm(x) end
   return x
 end
