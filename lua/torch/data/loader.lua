@@ -211,6 +211,12 @@ end
 
 -- loader:iter() starts an epoch and returns an iterator over its batches.  A batch that is
 -- a sequence (items that are {x, y}) is returned as multiple values.
+-- loader:set_postfix{loss = ...}: fields shown after the progress bar of the epoch going on
+function DataLoader:set_postfix(t)
+  local bar = rawget(self, 'bar')
+  if bar then bar:set_postfix(t) end
+end
+
 function DataLoader:iter()
   local indices = epoch_indices(self.sampler)
   local bs, dev = self.batch_size, self.device
@@ -230,7 +236,10 @@ function DataLoader:iter()
   end
   local nbatches = #indices // bs + ((not self.drop_last and #indices % bs ~= 0) and 1 or 0)
   local bar = self.progress and Progress.new(nbatches) or nil
+  rawset(self, 'bar', bar)
   local b = 0
+  -- the generic for's closing value: a `break` out of the loop ends the bar's line
+  local closer = bar and setmetatable({}, { __close = function() bar:finish() end }) or nil
 
   if self._tensors then
     -- one batch assembler per loader: a later iter() takes it over from this iterator
@@ -263,7 +272,7 @@ function DataLoader:iter()
       for j = 1, k do batch[j] = place(batch[j]) end
       if bar then bar:step(b) end
       return table.unpack(batch, 1, k)
-    end
+    end, nil, nil, closer
   end
 
   local ds, n, nidx = self.dataset, Dataset.length(self.dataset), #indices
@@ -315,7 +324,7 @@ function DataLoader:iter()
     local sequence = collate.is_sequence(batch) and (collate_fn ~= nil or collate.is_sequence(items[1]))
     if sequence then return table.unpack(batch, 1, #batch) end
     return batch
-  end
+  end, nil, nil, closer
 end
 
 return { DataLoader = DataLoader }
