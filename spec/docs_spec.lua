@@ -3,7 +3,9 @@
 -- with two CPU devices and, where it was built, the emulated GPU for the CUDA examples.
 local shell = dofile('spec/helpers/shell.lua')
 
+local root = io.popen('pwd'):read('l')
 local emu = (os.getenv('EMU') or 'build-emu') .. '/libdplua_cuda.so'
+if emu:sub(1, 1) ~= '/' then emu = root .. '/' .. emu end
 local have_emu = io.open(emu) ~= nil and os.getenv('ASAN') ~= '1'
 
 local pages = { 'README.md' }
@@ -14,9 +16,16 @@ describe('the code in the docs', function()
     it('runs: ' .. page, function()
       local env = 'DPLUA_CPU_DEVICES=2'
       if have_emu then env = env .. (' DPLUA_CUDA_LIB=%s DPLUA_EMU_GPUS=2'):format(shell.q(emu)) end
-      local p = io.popen(('env %s %s tools/docblocks.lua %s 2>&1'):format(env, shell.q(shell.bin), shell.q(page)))
+      -- in a folder of its own: the examples write files (checkpoints, plots, logs)
+      local dir = os.tmpname()
+      os.remove(dir)
+      assert(os.execute('mkdir -p ' .. shell.q(dir)))
+      local bin = shell.bin:sub(1, 1) == '/' and shell.bin or root .. '/' .. shell.bin
+      local p = io.popen(('cd %s && env %s %s %s %s 2>&1'):format(shell.q(dir), env, shell.q(bin),
+        shell.q(root .. '/tools/docblocks.lua'), shell.q(root .. '/' .. page)))
       local out = p:read('a')
       p:close()
+      os.execute('rm -rf ' .. shell.q(dir))
       local fails, skips, oks = {}, {}, 0
       for line in out:gmatch('[^\n]+') do
         if line:find('^FAIL ') then
