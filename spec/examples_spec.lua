@@ -196,3 +196,42 @@ describe('examples/cnn.lua (pytorch/examples MNIST network)', function()
     end
   end)
 end)
+
+describe('examples/char_transformer.lua (a small GPT on a shipped text)', function()
+  local small = '--steps 4 --eval-every 2 --sample 10 --block-size 16 --batch-size 8 --n-embd 32'
+  local function numbers(out)
+    local l = {}
+    for v in out:gmatch('loss ([%d.]+)') do l[#l + 1] = tonumber(v) end
+    return l
+  end
+
+  it('learns: the validation loss falls well below the uniform guess, and it samples text', function()
+    local steps = os.getenv('ASAN') == '1' and 20 or 60
+    local out, ok = run('', 'examples/char_transformer.lua', ('--device cpu --steps %d --eval-every %d --sample 30'):format(steps, steps))
+    assert.is_true(ok, out)
+    local l = numbers(out)
+    assert.is_true(l[1] > 3.7 and l[1] < 3.9, out)                -- log(45 characters) at the start
+    assert.is_true(l[#l] < l[1] - (steps >= 60 and 0.8 or 0.3), out)
+    assert.is_truthy(out:find('\nsample:\n', 1, true), out)
+  end)
+
+  it('gives the same losses and sample on the emulated cuda:0 as on the CPU', function()
+    local emu = (os.getenv('EMU') or 'build-emu') .. '/libdplua_cuda.so'
+    local f = io.open(emu)
+    if not f or os.getenv('ASAN') == '1' then
+      pending('the emulated CUDA library (make cuda-emu) is needed, and is not used under ASAN=1')
+      return
+    end
+    f:close()
+    local cpu, ok1 = run('', 'examples/char_transformer.lua', '--device cpu ' .. small)
+    local gpu, ok2 = run(('DPLUA_CUDA_LIB=%s DPLUA_EMU_GPUS=1'):format(sh_quote(emu)), 'examples/char_transformer.lua',
+      '--device cuda:0 ' .. small)
+    assert.is_true(ok1, cpu)
+    assert.is_true(ok2, gpu)
+    local a, b = numbers(cpu), numbers(gpu)
+    assert.are.equal(6, #a)
+    assert.are.equal(#a, #b)
+    for k = 1, #a do assert(math.abs(a[k] - b[k]) <= 1e-3, ('loss %d: cpu %s, cuda:0 %s'):format(k, a[k], b[k])) end
+    assert.are.equal(cpu:match('sample:\n([^\n]*)'), gpu:match('sample:\n([^\n]*)'))
+  end)
+end)
