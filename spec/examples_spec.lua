@@ -235,3 +235,41 @@ describe('examples/char_transformer.lua (a small GPT on a shipped text)', functi
     assert.are.equal(cpu:match('sample:\n([^\n]*)'), gpu:match('sample:\n([^\n]*)'))
   end)
 end)
+
+describe('examples/lstm_lm.lua (pytorch/examples word language model)', function()
+  local function values(out, what)
+    local l = {}
+    for v in out:gmatch(what .. ' +([%d.]+)') do l[#l + 1] = tonumber(v) end
+    return l
+  end
+
+  it('trains with truncated BPTT and ends with a test perplexity below the vocabulary size', function()
+    local out, ok = run('', 'examples/lstm_lm.lua', '--device cpu --epochs 3')
+    assert.is_true(ok, out)
+    local vocab = tonumber(out:match('a vocabulary of (%d+)'))
+    local test = values(out, 'test ppl')
+    assert.are.equal(1, #test, out)
+    assert.is_true(test[1] < vocab * 0.6, out)   -- a uniform guess has perplexity = vocabulary
+    assert.is_truthy(out:find('| epoch   3 |', 1, true), out)
+  end)
+
+  it('gives the same numbers on the emulated cuda:0 as on the CPU', function()
+    local emu = (os.getenv('EMU') or 'build-emu') .. '/libdplua_cuda.so'
+    local f = io.open(emu)
+    if not f or os.getenv('ASAN') == '1' then
+      pending('the emulated CUDA library (make cuda-emu) is needed, and is not used under ASAN=1')
+      return
+    end
+    f:close()
+    local cpu, ok1 = run('', 'examples/lstm_lm.lua', '--device cpu --epochs 1')
+    local gpu, ok2 = run(('DPLUA_CUDA_LIB=%s DPLUA_EMU_GPUS=1'):format(sh_quote(emu)), 'examples/lstm_lm.lua',
+      '--device cuda:0 --epochs 1')
+    assert.is_true(ok1, cpu)
+    assert.is_true(ok2, gpu)
+    for _, what in ipairs({ 'loss', 'valid loss', 'test loss' }) do
+      local a, b = values(cpu, what), values(gpu, what)
+      assert.is_true(#a > 0 and #a == #b, what)
+      for k = 1, #a do assert(math.abs(a[k] - b[k]) <= 0.011, ('%s %d: cpu %s, cuda:0 %s'):format(what, k, a[k], b[k])) end
+    end
+  end)
+end)
