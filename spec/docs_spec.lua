@@ -4,9 +4,8 @@
 local shell = dofile('spec/helpers/shell.lua')
 
 local root = io.popen('pwd'):read('l')
-local emu = (os.getenv('EMU') or 'build-emu') .. '/libdplua_cuda.so'
-if emu:sub(1, 1) ~= '/' then emu = root .. '/' .. emu end
-local have_emu = io.open(emu) ~= nil and os.getenv('ASAN') ~= '1'
+local emu = shell.emulated_cuda()
+local have_emu = emu ~= nil
 
 local pages = { 'README.md' }
 for f in io.popen('ls doc/*.md'):lines() do pages[#pages + 1] = f end

@@ -154,6 +154,18 @@ describe('examples/model_parallel.lua', function()
   end)
 end)
 
+-- Runs an example with args on the CPU and on the emulated cuda:0 (one GPU); returns both
+-- outputs, or nil after marking the test pending when there is no emulation.
+local function on_cpu_and_emulated_gpu(file, args)
+  local emu, why = shell.emulated_cuda()
+  if not emu then pending(why) return nil end
+  local cpu, ok1 = run('', file, '--device cpu ' .. args)
+  local gpu, ok2 = run(('DPLUA_CUDA_LIB=%s DPLUA_EMU_GPUS=1'):format(sh_quote(emu)), file, '--device cuda:0 ' .. args)
+  assert.is_true(ok1, cpu)
+  assert.is_true(ok2, gpu)
+  return cpu, gpu
+end
+
 describe('examples/cnn.lua (pytorch/examples MNIST network)', function()
   local small = '--epochs 1 --train-size 128 --test-size 64 --batch-size 32 --log-interval 1 --min-accuracy 0'
   local function losses(out)
@@ -176,18 +188,8 @@ describe('examples/cnn.lua (pytorch/examples MNIST network)', function()
   end)
 
   it('gives the same losses on the emulated cuda:0 as on the CPU', function()
-    local emu = (os.getenv('EMU') or 'build-emu') .. '/libdplua_cuda.so'
-    local f = io.open(emu)
-    if not f or os.getenv('ASAN') == '1' then
-      pending('the emulated CUDA library (make cuda-emu) is needed, and is not used under ASAN=1')
-      return
-    end
-    f:close()
-    local cpu, ok1 = run('', 'examples/cnn.lua', '--device cpu ' .. small)
-    local gpu, ok2 = run(('DPLUA_CUDA_LIB=%s DPLUA_EMU_GPUS=1'):format(sh_quote(emu)), 'examples/cnn.lua',
-      '--device cuda:0 ' .. small)
-    assert.is_true(ok1, cpu)
-    assert.is_true(ok2, gpu)
+    local cpu, gpu = on_cpu_and_emulated_gpu('examples/cnn.lua', small)
+    if not cpu then return end
     local a, b = losses(cpu), losses(gpu)
     assert.are.equal(4, #a)
     assert.are.equal(#a, #b)
@@ -216,18 +218,8 @@ describe('examples/char_transformer.lua (a small GPT on a shipped text)', functi
   end)
 
   it('gives the same losses and sample on the emulated cuda:0 as on the CPU', function()
-    local emu = (os.getenv('EMU') or 'build-emu') .. '/libdplua_cuda.so'
-    local f = io.open(emu)
-    if not f or os.getenv('ASAN') == '1' then
-      pending('the emulated CUDA library (make cuda-emu) is needed, and is not used under ASAN=1')
-      return
-    end
-    f:close()
-    local cpu, ok1 = run('', 'examples/char_transformer.lua', '--device cpu ' .. small)
-    local gpu, ok2 = run(('DPLUA_CUDA_LIB=%s DPLUA_EMU_GPUS=1'):format(sh_quote(emu)), 'examples/char_transformer.lua',
-      '--device cuda:0 ' .. small)
-    assert.is_true(ok1, cpu)
-    assert.is_true(ok2, gpu)
+    local cpu, gpu = on_cpu_and_emulated_gpu('examples/char_transformer.lua', small)
+    if not cpu then return end
     local a, b = numbers(cpu), numbers(gpu)
     assert.are.equal(6, #a)
     assert.are.equal(#a, #b)
@@ -254,18 +246,8 @@ describe('examples/lstm_lm.lua (pytorch/examples word language model)', function
   end)
 
   it('gives the same numbers on the emulated cuda:0 as on the CPU', function()
-    local emu = (os.getenv('EMU') or 'build-emu') .. '/libdplua_cuda.so'
-    local f = io.open(emu)
-    if not f or os.getenv('ASAN') == '1' then
-      pending('the emulated CUDA library (make cuda-emu) is needed, and is not used under ASAN=1')
-      return
-    end
-    f:close()
-    local cpu, ok1 = run('', 'examples/lstm_lm.lua', '--device cpu --epochs 1')
-    local gpu, ok2 = run(('DPLUA_CUDA_LIB=%s DPLUA_EMU_GPUS=1'):format(sh_quote(emu)), 'examples/lstm_lm.lua',
-      '--device cuda:0 --epochs 1')
-    assert.is_true(ok1, cpu)
-    assert.is_true(ok2, gpu)
+    local cpu, gpu = on_cpu_and_emulated_gpu('examples/lstm_lm.lua', '--epochs 1')
+    if not cpu then return end
     for _, what in ipairs({ 'loss', 'valid loss', 'test loss' }) do
       local a, b = values(cpu, what), values(gpu, what)
       assert.is_true(#a > 0 and #a == #b, what)

@@ -2,33 +2,13 @@
 -- values and gradients against PyTorch 1.13 (spec/fixtures/layers.lua, written by
 -- spec/fixtures/make_layers.py), float64 gradchecks, container behaviour, reprs and errors.
 local torch = require 'torch'
+local check = dofile('spec/helpers/check.lua')
+local close = check.close
 local nn = require 'nn'
 local F = nn.functional
 
 local ref = dofile('spec/fixtures/layers.lua')
 
-local function flat(v, out)
-  out = out or {}
-  if type(v) == 'table' then
-    for _, x in ipairs(v) do flat(x, out) end
-  else
-    out[#out + 1] = v
-  end
-  return out
-end
-
--- got: a tensor or a nested table; want: a nested table from the fixture
-local function close(got, want, tol, what)
-  if torch.is_tensor(got) then got = got:tolist() end
-  if torch.is_tensor(want) then want = want:tolist() end
-  local g, w = flat(got), flat(want)
-  assert.are.equal(#w, #g, (what or '') .. ': element count')
-  tol = tol or 1e-10
-  for i = 1, #w do
-    local ok = math.abs(g[i] - w[i]) <= tol * math.max(1, math.abs(w[i])) or (g[i] ~= g[i] and w[i] ~= w[i])
-    assert(ok, ('%s element %d: dplua %s, PyTorch %s'):format(what or '', i, tostring(g[i]), tostring(w[i])))
-  end
-end
 
 local function f64(v, rg) return torch.tensor(v, { dtype = 'float64', requires_grad = rg or nil }) end
 

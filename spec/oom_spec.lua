@@ -3,15 +3,9 @@
 -- held do not make an allocation fail.  Run on the emulated GPU with a 64 MiB device.
 local shell = dofile('spec/helpers/shell.lua')
 
-local emu = (os.getenv('EMU') or 'build-emu') .. '/libdplua_cuda.so'
-
 describe('out of device memory', function()
-  local f = io.open(emu)
-  if not f or os.getenv('ASAN') == '1' then
-    pending('the emulated CUDA library (make cuda-emu) is needed, and is not used under ASAN=1')
-    return
-  end
-  f:close()
+  local emu, why = shell.emulated_cuda()
+  if not emu then pending(why) return end
 
   it('collects dead tensors and retries before it raises, then names the sizes', function()
     local script = os.tmpname() .. '.lua'

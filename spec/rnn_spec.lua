@@ -7,15 +7,7 @@ local nn = require 'nn'
 
 local ref = dofile('spec/fixtures/rnn.lua')
 
-local function flat(v, out)
-  out = out or {}
-  if type(v) == 'table' then
-    for _, x in ipairs(v) do flat(x, out) end
-  else
-    out[#out + 1] = v
-  end
-  return out
-end
+local flat = dofile('spec/helpers/check.lua').flat
 
 local function close(got, want, what, tol)
   assert(torch.is_tensor(got), what .. ': no tensor')

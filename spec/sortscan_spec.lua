@@ -5,26 +5,12 @@
 -- (zeros in cumprod and prod, ties in median), float64 gradchecks and the errors.
 -- spec/gpu/specs runs it again on cpu:1 and the emulated cuda:0.
 local torch = require 'torch'
+local check = dofile('spec/helpers/check.lua')
+local flat, same_number = check.flat, check.same_number
 
 local here = debug.getinfo(1, 'S').source:match('^@(.*)/[^/]*$') or 'spec'
 local cases = dofile(here .. '/fixtures/sortscan.lua')
 
-local function flat(v, out)
-  out = out or {}
-  if type(v) == 'table' then
-    for _, x in ipairs(v) do flat(x, out) end
-  else
-    out[#out + 1] = v
-  end
-  return out
-end
-
-local function same_number(a, b, tol)
-  if type(a) == 'boolean' or type(b) == 'boolean' then return a == b end
-  if a ~= a or b ~= b then return a ~= a and b ~= b end
-  if a == b then return true end
-  return math.abs(a - b) <= tol * math.max(1, math.abs(b))
-end
 
 local function check(label, got, want_values, want_shape, tol)
   assert(torch.is_tensor(got), label .. ': not a tensor')

@@ -164,13 +164,12 @@ function View:__init(...)
     end
     if s ~= -1 then known = known * s end
   end
-  self.sizes, self.known = sizes, known
+  self.sizes, self.known, self.has_free = sizes, known, false
+  for _, s in ipairs(sizes) do if s == -1 then self.has_free = true end end
 end
 function View:forward(x)
   local n = x:numel()
-  local has_free = false
-  for _, s in ipairs(self.sizes) do if s == -1 then has_free = true end end
-  if not has_free and n ~= self.known and n % self.known == 0 then
+  if not self.has_free and n ~= self.known and n % self.known == 0 then
     return x:reshape(-1, table.unpack(self.sizes))   -- a batch of them
   end
   return x:reshape(table.unpack(self.sizes))

@@ -22,6 +22,41 @@ function M.expect_error(fn, ...)
   return err
 end
 
+-- A nested list of values as one flat list, in order.
+function M.flat(v, out)
+  out = out or {}
+  if type(v) == 'table' then
+    for _, x in ipairs(v) do M.flat(x, out) end
+  else
+    out[#out + 1] = v
+  end
+  return out
+end
+
+-- Whether a value matches a reference one: booleans exactly, NaN with NaN, numbers to the
+-- relative tolerance tol (absolute below 1).
+function M.same_number(a, b, tol)
+  if type(a) == 'boolean' or type(b) == 'boolean' then return a == b end
+  if a ~= a or b ~= b then return a ~= a and b ~= b end
+  if a == b then return true end
+  return math.abs(a - b) <= tol * math.max(1, math.abs(b))
+end
+
+-- got (a tensor or a nested table) against want (the reference, e.g. PyTorch's values from
+-- a fixture), element by element to tol (default 1e-10), NaN matching NaN.
+function M.close(got, want, tol, what)
+  local torch = require 'torch'
+  if torch.is_tensor(got) then got = got:tolist() end
+  if torch.is_tensor(want) then want = want:tolist() end
+  local g, w = M.flat(got), M.flat(want)
+  assert.are.equal(#w, #g, (what or '') .. ': element count')
+  tol = tol or 1e-10
+  for i = 1, #w do
+    local ok = math.abs(g[i] - w[i]) <= tol * math.max(1, math.abs(w[i])) or (g[i] ~= g[i] and w[i] ~= w[i])
+    assert(ok, ('%s element %d: dplua %s, PyTorch %s'):format(what or '', i, tostring(g[i]), tostring(w[i])))
+  end
+end
+
 -- A tensor's sizes as a list of numbers.
 function M.shape_of(t)
   local s = {}

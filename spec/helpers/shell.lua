@@ -38,4 +38,17 @@ function M.run(cmd)
   return o, e, ok and 0 or code
 end
 
+-- The emulated CUDA library (make cuda-emu) as an absolute path, or nil and why it is not
+-- used: not built, or an ASan run (the emulation's fibers switch stacks under ASan).
+function M.emulated_cuda()
+  local lib = (os.getenv('EMU') or 'build-emu') .. '/libdplua_cuda.so'
+  if lib:sub(1, 1) ~= '/' then lib = io.popen('pwd'):read('l') .. '/' .. lib end
+  local f = io.open(lib)
+  if not f or os.getenv('ASAN') == '1' then
+    return nil, 'the emulated CUDA library (make cuda-emu) is needed, and is not used under ASAN=1'
+  end
+  f:close()
+  return lib
+end
+
 return M

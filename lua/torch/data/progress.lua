@@ -29,7 +29,7 @@ function Progress.new(total, out, tty)
   self.tty = tty
   self.start = C.clock()
   self.last_draw = -1
-  self.next_decile = 1
+  self.next_quarter = 1
   self.done = 0
   self.finished = false
   return self
@@ -123,8 +123,8 @@ function Progress:step(done)
   else
     -- a plain line each time another quarter is done (and at the end)
     local quarter = self.total > 0 and (4 * done) // self.total or 4
-    if quarter >= self.next_decile or done == self.total then
-      self.next_decile = quarter + 1
+    if quarter >= self.next_quarter or done == self.total then
+      self.next_quarter = quarter + 1
       self.out:write(('%s batches (%d%%), %.1f batches/s, %s left%s\n'):format(count, pct, rate, left,
         postfix_str(self.postfix)))
       self.out:flush()
