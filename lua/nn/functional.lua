@@ -84,4 +84,10 @@ for name, f in pairs(require('nn.convolution').functional) do F[name] = f end
 -- Embedding, normalization and activations (lua/nn/functional_layers.lua) --------------
 require('nn.functional_layers').install(F)
 
+-- the rest of PyTorch's activations, shuffles, 1-d pools, distances, instance and local
+-- response norms, feature dropouts, unfold / fold (lua/nn/functional_more.lua)
+require('nn.functional_more').install(F)
+-- the margin, embedding and likelihood losses (lua/nn/losses_more.lua)
+require('nn.losses_more').install(F)
+
 return F

@@ -36,6 +36,7 @@ require 'nn.legacy'   -- Torch7's protocol: m:forward keeps m.output, backward, 
 rawset(nn, 'init', require 'nn.initializers')
 
 -- files that define several classes (torch.class puts each into nn)
-for _, part in ipairs { 'activation', 'normalization', 'containers', 'Embedding', 'transformer', 'rnn' } do require('nn.' .. part) end
+for _, part in ipairs { 'activation', 'normalization', 'containers', 'Embedding', 'transformer', 'rnn',
+                         'layers_more', 'losses_more' } do require('nn.' .. part) end
 
 return nn
