@@ -518,3 +518,171 @@ describe('embedding_bag and one_hot', function()
     errors(function() F.one_hot(t, 2) end, 'between 1 and 2')
   end)
 end)
+
+-- ---------------------------------------------------------------- packed sequences, rnn utils
+
+local function f64t(v) return torch.tensor(v, { dtype = 'float64' }) end
+
+local function load_state(m, state)
+  local sd = {}
+  for k, v in pairs(state) do sd[k] = f64t(v) end
+  m:load_state_dict(sd)
+end
+
+describe('nn.utils.rnn and packed sequences through the recurrent layers', function()
+  local R = nn.utils.rnn
+
+  it('pad_sequence pads to the longest, batch_first or not', function()
+    local a, b = torch.tensor({ { 1.0, 2.0 }, { 3.0, 4.0 } }), torch.tensor({ { 5.0, 6.0 } })
+    assert.are.same({ { { 1, 2 }, { 5, 6 } }, { { 3, 4 }, { -1, -1 } } }, R.pad_sequence({ a, b }, false, -1):tolist())
+    assert.are.same({ { { 1, 2 }, { 3, 4 } }, { { 5, 6 }, { 0, 0 } } }, R.pad_sequence({ a, b }, { batch_first = true }):tolist())
+    errors(function() R.pad_sequence({ a, torch.randn(2, 3) }) end, 'sequence 2 has shape [2, 3]')
+    errors(function() R.pad_sequence({}) end, 'non-empty table of tensors')
+  end)
+
+  it('pack_padded_sequence matches PyTorch: data, batch_sizes, sorted_indices', function()
+    local case = ref.packed_gru
+    local p = R.pack_padded_sequence(f64t(case.x), case.lengths, { enforce_sorted = false })
+    close(p.data, case.packed_data, 1e-15)
+    assert.are.same(case.batch_sizes, p.batch_sizes:tolist())
+    assert.are.same(case.sorted_indices, p.sorted_indices:tolist())
+    local back, lens = R.pad_packed_sequence(p)
+    assert.are.same(case.lens, lens:tolist())
+    -- the padding of the original is not kept: zeros past each length
+    local want = f64t(case.x)
+    for b, n in ipairs(case.lengths) do
+      if n < 4 then want:narrow(1, n + 1, 4 - n):select(2, b):zero_() end
+    end
+    close(back, want, 1e-15)
+    local padded = R.pad_packed_sequence(p, { total_length = 6, padding_value = -1 })
+    assert.are.same({ 6, 3, 3 }, padded:size():totable())
+    close(padded[6], torch.full({ 3, 3 }, -1.0), 0)
+    assert.is_truthy(tostring(p):find('batch_sizes=[3, 3, 2, 1]', 1, true))
+  end)
+
+  it('pack_sequence keeps the given order with enforce_sorted', function()
+    local p = R.pack_sequence({ torch.tensor({ 1.0, 2.0, 3.0 }), torch.tensor({ 4.0, 5.0 }), torch.tensor({ 6.0 }) })
+    assert.are.same({ 1, 4, 6, 2, 5, 3 }, p.data:tolist())
+    assert.are.same({ 3, 2, 1 }, p.batch_sizes:tolist())
+    assert.is_nil(p.sorted_indices)
+    errors(function() R.pack_sequence({ torch.ones(1), torch.ones(2) }) end, 'must be sorted in decreasing order', 'enforce_sorted=false')
+    errors(function() R.pack_padded_sequence(torch.randn(3, 2, 1), { 3, 0 }) end, 'has to be greater than 0')
+    errors(function() R.pack_padded_sequence(torch.randn(3, 2, 1), { 4, 2 }) end, 'longer than the input')
+    errors(function() R.pack_padded_sequence(torch.randn(3, 2, 1), { 3 }) end, 'equal to batch_size, but got 1 (batch_size=2)')
+    errors(function() R.pad_packed_sequence(torch.randn(3)) end, 'expected a PackedSequence')
+    errors(function() R.pad_packed_sequence(p, { total_length = 2 }) end, 'at least the length of the longest sequence input (3)')
+  end)
+
+  it('nn.LSTM / GRU / RNN over packed batches match PyTorch (outputs, h_n from each last valid step, gradients)', function()
+    for _, kind in ipairs { 'lstm', 'gru', 'rnn' } do
+      for _, bf in ipairs { false, true } do
+        local name = 'packed_' .. kind .. (bf and '_bf' or '')
+        local case = ref[name]
+        local m
+        if kind == 'lstm' then m = nn.LSTM(3, 4, { num_layers = 2, bidirectional = true, batch_first = bf })
+        elseif kind == 'gru' then m = nn.GRU(3, 4, { batch_first = bf })
+        else m = nn.RNN(3, 4, { nonlinearity = 'relu', batch_first = bf }) end
+        m:double()
+        load_state(m, case.state)
+        local x = torch.tensor(case.x, { dtype = 'float64', requires_grad = true })
+        local packed = R.pack_padded_sequence(x, case.lengths, { batch_first = bf, enforce_sorted = false })
+        local out, h = m(packed)
+        assert.are.equal('nn.PackedSequence', torch.typename(out))
+        local padded, lens = R.pad_packed_sequence(out, { batch_first = bf })
+        assert.are.same(case.lens, lens:tolist())
+        close(padded, case.out, 1e-10, name .. ' output')
+        local hs = kind == 'lstm' and h or { h }
+        local loss = (padded * f64t(case.g_out)):sum()
+        for k, t in ipairs(hs) do
+          close(t, case.h[k], 1e-10, name .. ' state ' .. k)
+          loss = loss + (t * f64t(case.g_h[k])):sum()
+        end
+        loss:backward()
+        close(x.grad, case.grad, 1e-10, name .. ' input gradient')
+      end
+    end
+  end)
+
+  it('an initial state is given in the original batch order', function()
+    local m = nn.GRU(2, 3):double()
+    local x = torch.randn(3, 2, 2, { dtype = 'float64' })
+    local h0 = torch.randn(1, 2, 3, { dtype = 'float64' })
+    local p = R.pack_padded_sequence(x, { 2, 3 }, { enforce_sorted = false })
+    local _, h = m(p, h0)
+    -- the second sequence runs all three steps: the unpacked layer gives its state
+    local _, full = m(x:narrow(2, 2, 1), h0:narrow(2, 2, 1))
+    close(h:narrow(2, 2, 1), full, 1e-12)
+    local _, short = m(x:narrow(1, 1, 2):narrow(2, 1, 1), h0:narrow(2, 1, 1))
+    close(h:narrow(2, 1, 1), short, 1e-12)
+    errors(function() m(p, torch.randn(1, 3, 3, { dtype = 'float64' })) end, 'expected h_0 of shape [1, 2, 3]')
+  end)
+end)
+
+-- ---------------------------------------------------------------- the rest
+
+describe('nn.Transformer, weight_norm, init.sparse_, ParameterDict', function()
+  it('nn.Transformer matches PyTorch with its state_dict (masks, key padding, gradients)', function()
+    local case = ref.transformer
+    local m = nn.Transformer { d_model = 4, nhead = 2, num_encoder_layers = 2, num_decoder_layers = 1, dim_feedforward = 6,
+                               dropout = 0.0 }
+    m:double()
+    load_state(m, case.state)
+    local src = torch.tensor(case.src, { dtype = 'float64', requires_grad = true })
+    local tgt = torch.tensor(case.tgt, { dtype = 'float64', requires_grad = true })
+    local pad = torch.tensor(case.pad, { dtype = 'bool' })
+    local mask = nn.Transformer.generate_square_subsequent_mask(3, { dtype = 'float64' })
+    local out = m(src, tgt, { tgt_mask = mask, src_key_padding_mask = pad, memory_key_padding_mask = pad })
+    close(out, case.out, 1e-10, 'Transformer output');
+    (out * f64t(case.gout)):sum():backward()
+    close(src.grad, case.grad_src, 1e-9, 'Transformer src gradient')
+    close(tgt.grad, case.grad_tgt, 1e-9, 'Transformer tgt gradient')
+    errors(function() m(torch.randn(5, 2, 4, { dtype = 'float64' }), torch.randn(3, 3, 4, { dtype = 'float64' })) end,
+      'the batch number of src and tgt must be equal')
+    errors(function() m(torch.randn(5, 2, 3, { dtype = 'float64' }), torch.randn(3, 2, 3, { dtype = 'float64' })) end,
+      'equal to d_model (4)')
+    errors(function() nn.Transformer { d_model = 0 } end, 'd_model must be a positive integer')
+    assert.are.same({ { 0, -math.huge }, { 0, 0 } }, nn.Transformer.generate_square_subsequent_mask(2):tolist())
+  end)
+
+  it('weight_norm matches PyTorch: weight_g and weight_v, recomputed each forward; remove_weight_norm folds it back', function()
+    for _, c in ipairs { { 'weight_norm', 1 }, { 'weight_norm_dim2', 2 } } do
+      local case = ref[c[1]]
+      local lin = nn.Linear(3, 4):double()
+      nn.utils.weight_norm(lin, { dim = c[2] })
+      local names = {}
+      for n in pairs(lin:state_dict()) do names[#names + 1] = n end
+      table.sort(names)
+      assert.are.same({ 'bias', 'weight_g', 'weight_v' }, names)
+      torch.no_grad(function()
+        lin.weight_g:copy_(f64t(case.g)); lin.weight_v:copy_(f64t(case.v)); lin.bias:copy_(f64t(case.bias))
+      end)
+      local out = lin(f64t(case.x))
+      close(out, case.out, 1e-12, c[1]);
+      (out * f64t(case.gout)):sum():backward()
+      close(lin.weight_g.grad, case.grad_g, 1e-12, c[1] .. ' g gradient')
+      close(lin.weight_v.grad, case.grad_v, 1e-12, c[1] .. ' v gradient')
+      nn.utils.remove_weight_norm(lin)
+      close(lin(f64t(case.x)), case.out, 1e-12, c[1] .. ' after remove_weight_norm')
+      assert.is_nil(lin.weight_g)
+      assert.is_true(nn.Parameter.is(lin.weight))
+    end
+    errors(function() nn.utils.weight_norm(nn.Linear(2, 2), 'kernel') end, "has no parameter 'kernel'")
+    errors(function() nn.utils.weight_norm(nn.Linear(2, 2), { dim = 3 }) end, 'dim 3 is out of range')
+    errors(function() nn.utils.remove_weight_norm(nn.Linear(2, 2)) end, "weight_norm of 'weight' not found")
+  end)
+
+  it('init.sparse_ zeroes ceil(sparsity * rows) entries of each column', function()
+    torch.manual_seed(7)
+    local w = nn.init.sparse_(torch.empty(10, 6), 0.25, 0.5)
+    for c = 1, 6 do assert.are.equal(3, w:select(2, c):eq(0):sum():item()) end
+    assert.is_true(w:std():item() > 0.2)
+    errors(function() nn.init.sparse_(torch.empty(3), 0.5) end, 'Only tensors with 2 dimensions')
+    errors(function() nn.init.sparse_(torch.empty(3, 2)) end, 'sparsity')
+  end)
+
+  it('nn.ParameterDict and parameters_to_vector exist (torch.nn names that programs index)', function()
+    assert.is_not_nil(nn.ParameterDict)
+    local v = nn.utils.parameters_to_vector(nn.Linear(2, 3):parameters())
+    assert.are.equal(9, v:numel())
+  end)
+end)

@@ -102,6 +102,24 @@ function Module:add_module(name, m)
   return self
 end
 
+-- register_forward_pre_hook(fn): fn(module, inputs...) runs before every forward (m(x) and
+-- m:forward(x)), as PyTorch's forward pre-hooks (its return value is ignored); returns a
+-- handle whose :remove() takes it off again.
+function Module:register_forward_pre_hook(fn)
+  if type(fn) ~= 'function' then
+    utils.error(('register_forward_pre_hook: expected a function, got %s'):format(type(fn)))
+  end
+  local hooks = rawget(self, '_forward_pre_hooks')
+  if not hooks then hooks = {}; rawset(self, '_forward_pre_hooks', hooks) end
+  hooks[#hooks + 1] = fn
+  return { remove = function()
+    for i, h in ipairs(hooks) do
+      if h == fn then table.remove(hooks, i); break end
+    end
+    if #hooks == 0 and rawget(self, '_forward_pre_hooks') == hooks then rawset(self, '_forward_pre_hooks', nil) end
+  end }
+end
+
 -- A registered field must still hold what it was registered as (a later plain assignment
 -- such as m.fc = 5 bypasses __newindex): say which field, and what it holds now.
 local function check_kind(self, name, kind, v)

@@ -37,6 +37,6 @@ rawset(nn, 'init', require 'nn.initializers')
 
 -- files that define several classes (torch.class puts each into nn)
 for _, part in ipairs { 'activation', 'normalization', 'containers', 'Embedding', 'transformer', 'rnn',
-                         'layers_more', 'losses_more' } do require('nn.' .. part) end
+                         'layers_more', 'losses_more', 'transformer_model' } do require('nn.' .. part) end
 
 return nn

@@ -263,4 +263,26 @@ function init.trunc_normal_(t, ...)
   end)
 end
 
+-- sparse_(t, sparsity [, std=0.01]): a 2-D t drawn from N(0, std), then in each column
+-- ceil(sparsity * rows) entries, chosen at random, set to zero (Martens 2010)
+function init.sparse_(t, ...)
+  local who = 'nn.init.sparse_'
+  float_arg(who, t)
+  local o = args(who, { 'sparsity', 'std' }, { sparsity = utils.required, std = 0.01 }, ...)
+  local sparsity, std = number(who, 'sparsity', o.sparsity), number(who, 'std', o.std)
+  if t:dim() ~= 2 then fail('%s: Only tensors with 2 dimensions are supported, got shape %s', who, utils.shape(t)) end
+  if sparsity < 0 or sparsity > 1 then fail('%s: sparsity must be between 0 and 1, got %s', who, tostring(sparsity)) end
+  local rows, cols = t:size(1), t:size(2)
+  local zeros = math.ceil(sparsity * rows)
+  return no_grad(function()
+    t:normal_(0, std)
+    if zeros == 0 then return t end
+    for c = 1, cols do
+      local picked = torch.randperm(rows):narrow(1, 1, zeros)
+      t:select(2, c):index_fill_(1, picked:to(t.device), 0)
+    end
+    return t
+  end)
+end
+
 return init

@@ -25,10 +25,19 @@ local utils = require 'nn.utils'
 -- else (and Module.__call, which calls the class's forward) is looked up as before.
 local keeping = setmetatable({}, { __mode = 'k' })   -- forward function -> its wrapper
 
+-- the hooks of Module:register_forward_pre_hook, in order, before every forward
+local function pre_hooks(self, ...)
+  local hooks = rawget(self, '_forward_pre_hooks')
+  if hooks then
+    for _, h in ipairs(hooks) do h(self, ...) end
+  end
+end
+
 local function keeps_output(forward)
   local w = keeping[forward]
   if not w then
     w = function(self, input, ...)
+      pre_hooks(self, input, ...)
       if torch.is_tensor(input) and not input.requires_grad and torch.is_grad_enabled()
           and (input.dtype == 'float32' or input.dtype == 'float64') then
         input = input:detach():requires_grad_()
@@ -52,6 +61,7 @@ function Module.__index(self, k)
 end
 
 function Module:__call(...)
+  pre_hooks(self, ...)
   return getmetatable(self).forward(self, ...)
 end
 

@@ -16,6 +16,8 @@
 --   absent), {h_0, c_0} for LSTM.  Returns output [seq, batch, directions * hidden] and
 --   h_n, or output and {h_n, c_n} for LSTM.  Parameters weight_ih_l<k>, weight_hh_l<k>,
 --   bias_ih_l<k>, bias_hh_l<k>, with the suffix _reverse for the backward direction.
+--   The input may also be a PackedSequence (nn.utils.rnn.pack_padded_sequence ...): the
+--   output is then packed too and h_n is each sequence's state after its last valid step.
 --
 -- All weights are drawn from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)) as in PyTorch.
 local torch = require 'torch'
@@ -233,8 +235,106 @@ local function run_direction(self, gi, state, w_hh, b_hh, reverse)
   return outs, state
 end
 
+-- Runs one direction of one layer over a packed sequence: gi [sum, G*hidden] holds the
+-- steps one after the other, sizes[t] rows each (the sequences still running, longest
+-- first).  Rows past sizes[t] keep their state, so each sequence's final state is the one
+-- after its own last step (forward) or after step 1 (reverse, which starts each sequence
+-- at its last step from the initial state).  Returns the outputs [sum, hidden] and the
+-- final state.
+local function run_packed_direction(self, gi, sizes, state, w_hh, b_hh, reverse)
+  local T, B = #sizes, sizes[1]
+  local starts, at = {}, 1
+  for t = 1, T do starts[t] = at; at = at + sizes[t] end
+  local outs = {}
+  local fn = step[self.mode]
+  local lstm = self.mode == 'LSTM'
+  local function head(s, n) return s:narrow(1, 1, n) end
+  local function join(new, old, n)
+    if n == B then return new end
+    return torch.cat({ new, old:narrow(1, n + 1, B - n) }, 1)
+  end
+  for k = 1, T do
+    local t = reverse and T - k + 1 or k
+    local n = sizes[t]
+    local g = gi:narrow(1, starts[t], n)
+    if lstm then
+      local new = fn(g, { head(state[1], n), head(state[2], n) }, w_hh, b_hh)
+      state = { join(new[1], state[1], n), join(new[2], state[2], n) }
+      outs[t] = new[1]
+    else
+      local new = fn(g, head(state, n), w_hh, b_hh)
+      state = join(new, state, n)
+      outs[t] = new
+    end
+  end
+  return torch.cat(outs, 1), state
+end
+
+-- m(packed [, hx]): the layers over a PackedSequence (nn.utils.rnn); the output is packed
+-- the same way and h_n (c_n) holds each sequence's state after its last valid step, in the
+-- original batch order
+function RNNBase:_forward_packed(packed, hx)
+  local name = tostring(self)
+  local x, sizes = packed.data, packed.batch_sizes:tolist()
+  if x:dim() ~= 2 or x:size(2) ~= self.input_size then
+    utils.error(('%s: expected packed data of shape [steps, %d], got %s'):format(name, self.input_size, utils.shape(x)))
+  end
+  local dirs = self.bidirectional and 2 or 1
+  local B, H = sizes[1], self.hidden_size
+  local state_shape = { self.num_layers * dirs, B, H }
+  local lstm = self.mode == 'LSTM'
+  local function initial(t, what)
+    if t == nil then return zeros_like_state(x, state_shape) end
+    if not torch.is_tensor(t) then utils.error(('%s: expected %s to be a tensor, got %s'):format(name, what, type(t))) end
+    if not same_shape(t, state_shape) then
+      utils.error(('%s: expected %s of shape %s, got %s'):format(name, what, shape_of(state_shape), utils.shape(t)))
+    end
+    -- given in the original batch order; the packed rows are sorted
+    if packed.sorted_indices ~= nil then t = t:index_select(2, packed.sorted_indices:to(t.device)) end
+    return t
+  end
+  local h0, c0
+  if lstm then
+    if hx ~= nil and (type(hx) ~= 'table' or torch.is_tensor(hx)) then
+      utils.error(('%s: expected hx to be a table {h_0, c_0}, got %s'):format(name, utils.shape(hx)))
+    end
+    h0, c0 = initial(hx and hx[1], 'h_0'), initial(hx and hx[2], 'c_0')
+  else
+    h0 = initial(hx, 'h_0')
+  end
+  local input = x
+  local h_n, c_n = {}, {}
+  for layer = 0, self.num_layers - 1 do
+    local per_dir = {}
+    for dir = 1, dirs do
+      local sfx = ('_l%d%s'):format(layer, dir == 2 and '_reverse' or '')
+      local k = layer * dirs + dir
+      local state = lstm and { h0:select(1, k), c0:select(1, k) } or h0:select(1, k)
+      local gi = F.linear(input, self['weight_ih' .. sfx], self['bias_ih' .. sfx])
+      local out, last = run_packed_direction(self, gi, sizes, state, self['weight_hh' .. sfx], self['bias_hh' .. sfx], dir == 2)
+      per_dir[dir] = out
+      if lstm then h_n[k], c_n[k] = last[1], last[2] else h_n[k] = last end
+    end
+    input = dirs == 2 and torch.cat(per_dir, 2) or per_dir[1]
+    if self.dropout > 0 and self.training and layer < self.num_layers - 1 then
+      input = F.dropout(input, self.dropout, true)
+    end
+  end
+  local hn = torch.stack(h_n, 1)
+  local cn = lstm and torch.stack(c_n, 1) or nil
+  if packed.unsorted_indices ~= nil then
+    local back = packed.unsorted_indices:to(hn.device)
+    hn = hn:index_select(2, back)
+    if cn then cn = cn:index_select(2, back) end
+  end
+  local out = require('nn.rnn_utils').PackedSequence(input, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
+  if lstm then return out, { hn, cn } end
+  return out, hn
+end
+
 function RNNBase:forward(x, hx)
   local name = tostring(self)
+  if torch.typename(x) == 'nn.PackedSequence' then return self:_forward_packed(x, hx) end
   utils.check_tensor(name, x)
   local batched = x:dim() == 3
   if (x:dim() ~= 2 and x:dim() ~= 3) or x:size(x:dim()) ~= self.input_size then

@@ -133,4 +133,19 @@ function utils.vector_to_parameters(vec, params)
   end)
 end
 
+-- nn.utils.rnn (lua/nn/rnn_utils.lua) and nn.utils.weight_norm / remove_weight_norm
+-- (lua/nn/weight_norm.lua) load on first use: they need the layers this file comes before.
+local lazy = { rnn = function() return require 'nn.rnn_utils' end,
+               weight_norm = function() return require('nn.weight_norm').weight_norm end,
+               remove_weight_norm = function() return require('nn.weight_norm').remove_weight_norm end }
+setmetatable(utils, {
+  __index = function(t, k)
+    local load = lazy[k]
+    if not load then return nil end
+    local v = load()
+    rawset(t, k, v)
+    return v
+  end,
+})
+
 return utils
