@@ -20,7 +20,7 @@ local pyfloat = act.pyfloat
 local M = {}
 
 local function fail(fmt, ...) utils.error(fmt:format(...)) end
-local function pybool(v) return v and 'True' or 'False' end
+local function pybool(v) return tostring(v) end   -- printed as the codebase's other reprs: true / false
 local function tuple(t)
   if type(t) ~= 'table' then return tostring(t) end
   local parts = {}
@@ -85,7 +85,7 @@ end
 
 -- Activations ----------------------------------------------------------------------------
 
-local function inplace_repr(self) return self.inplace and 'inplace=True' or '' end
+local function inplace_repr(self) return self.inplace and 'inplace=True' or '' end   -- as nn.ReLU's
 
 layer('SELU', { { 'inplace', false, boolean } }, function(_, x) return F.selu(x) end, inplace_repr)
 layer('CELU', { { 'alpha', 1.0, number }, { 'inplace', false, boolean } }, function(self, x) return F.celu(x, self.alpha) end,
@@ -443,7 +443,7 @@ function EmbeddingBag:extra_repr()
   if self.max_norm then s = s .. ', max_norm=' .. tostring(self.max_norm) end
   if self.norm_type ~= 2 then s = s .. ', norm_type=' .. tostring(self.norm_type) end
   s = s .. ", mode='" .. self.mode .. "'"
-  if self.include_last_offset then s = s .. ', include_last_offset=True' end
+  if self.include_last_offset then s = s .. ', include_last_offset=true' end
   if self.padding_idx then s = s .. ', padding_idx=' .. self.padding_idx end
   return s
 end

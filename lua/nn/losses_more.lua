@@ -2,7 +2,7 @@
 -- compositions of tensor ops (so they run on every device and autograd differentiates
 -- them): margin_ranking_loss, hinge_embedding_loss, soft_margin_loss,
 -- multilabel_soft_margin_loss, multilabel_margin_loss, cosine_embedding_loss,
--- multi_margin_loss, triplet_margin_loss, poisson_nll_loss, gaussian_nll_loss; and their
+-- multi_margin_loss, triplet_margin_loss, poisson_nll_loss, gaussian_nll_loss, ctc_loss; and their
 -- modules (nn.MarginRankingLoss ...), whose constructors take the options table.
 --
 -- Each function takes its tensors then opts: a reduction ('mean' | 'sum' | 'none') or a
@@ -272,6 +272,153 @@ function M.gaussian_nll_loss(input, target, var, opts)
   return reduce(l, o.reduction)
 end
 
+-- ---------------------------------------------------------------- CTC
+
+-- a table of non-negative integers from a table or a 1-D integer tensor
+local function int_list(who, what, v, n)
+  local list
+  if torch.is_tensor(v) then
+    if v:dim() > 1 or (v.dtype ~= 'int64' and v.dtype ~= 'int32') then
+      fail('%s: %s must be a 1-D integer tensor or a table of integers, got %s %s', who, what, v.dtype, shape(v))
+    end
+    list = v:dim() == 0 and { v:item() } or v:tolist()
+  elseif type(v) == 'table' then
+    list = v
+  elseif math.type(v) == 'integer' then
+    list = { v }
+  else
+    fail('%s: %s must be a 1-D integer tensor or a table of integers, got %s', who, what, type(v))
+  end
+  if n and #list ~= n then fail('%s: %s must have %d entries (one per batch element), got %d', who, what, n, #list) end
+  for i, x in ipairs(list) do
+    if math.type(x) ~= 'integer' or x < 0 then fail('%s: %s[%d] must be a non-negative integer, got %s', who, what, i, tostring(x)) end
+  end
+  return list
+end
+
+-- log(e^a + e^b + e^c) elementwise, written without -inf: every "impossible" entry holds
+-- NEG, a large finite negative number, so the gradients stay finite (0 where a path has no
+-- weight) instead of 0 * inf = NaN
+local NEG = -1e30
+
+local function logsumexp3(a, b, c)
+  local m = torch.maximum(torch.maximum(a, b), c):detach()
+  return ((a - m):exp() + (b - m):exp() + (c - m):exp()):log() + m
+end
+
+-- ctc_loss(log_probs, targets, input_lengths, target_lengths [, {blank=1, reduction='mean',
+-- zero_infinity=false}]): the connectionist temporal classification loss (Graves et al.
+-- 2006), the negative log of the total probability of the alignments of each target.
+-- log_probs [T, N, C] (or unbatched [T, C]) are log-probabilities (log_softmax over C);
+-- targets [N, S] padded or 1-D, all targets one after the other; the lengths are tables
+-- or integer tensors.  Classes and blank count from 1 (PyTorch's blank=0 is blank=1 here).
+-- 'mean' divides each loss by its target length, then averages over the batch.  An
+-- impossible alignment (input too short) is inf, or 0 with zero_infinity (and no gradient).
+-- The forward (alpha) recursion runs over the time steps in log space with tensor ops over
+-- the batch and the extended label positions; autograd gives the backward.
+function M.ctc_loss(log_probs, targets, input_lengths, target_lengths, opts)
+  local who = 'ctc_loss'
+  local o = loss_options(who, opts, { blank = 1, zero_infinity = false })
+  float_input(who, log_probs, 'log_probs'); check(who, targets, 'targets')
+  local unbatched = log_probs:dim() == 2
+  if unbatched then log_probs = log_probs:unsqueeze(2) end
+  if log_probs:dim() ~= 3 then fail('%s: log_probs must be [T, N, C] or [T, C], got %s', who, shape(log_probs)) end
+  local T, N, C = log_probs:size(1), log_probs:size(2), log_probs:size(3)
+  local blank = o.blank
+  if math.type(blank) ~= 'integer' or blank < 1 or blank > C then
+    fail('%s: blank must be in 1..%d (dplua counts classes from 1), got %s', who, C, tostring(blank))
+  end
+  if targets.dtype ~= 'int64' and targets.dtype ~= 'int32' then fail('%s: targets must be an integer tensor, got %s', who, targets.dtype) end
+  local in_len = int_list(who, 'input_lengths', input_lengths, N)
+  local tg_len = int_list(who, 'target_lengths', target_lengths, N)
+  -- each batch element's target as a list
+  local seqs = {}
+  local flat = targets:tolist()
+  if unbatched and targets:dim() == 1 then flat = { flat } end
+  if targets:dim() == 2 or (unbatched and targets:dim() == 1) then
+    if #flat ~= N then fail('%s: targets has %d rows for a batch of %d', who, #flat, N) end
+    for n = 1, N do
+      if tg_len[n] > #flat[n] then fail('%s: target_lengths[%d] = %d is longer than the targets\' %d columns', who, n, tg_len[n], #flat[n]) end
+      seqs[n] = { table.unpack(flat[n], 1, tg_len[n]) }
+    end
+  elseif targets:dim() == 1 then
+    local at, total = 1, 0
+    for n = 1, N do total = total + tg_len[n] end
+    if total ~= #flat then fail('%s: the target_lengths add up to %d but the 1-D targets hold %d', who, total, #flat) end
+    for n = 1, N do
+      seqs[n] = { table.unpack(flat, at, at + tg_len[n] - 1) }
+      at = at + tg_len[n]
+    end
+  else
+    fail('%s: targets must be [N, S] or 1-D (concatenated), got %s', who, shape(targets))
+  end
+  local S = 0
+  for n = 1, N do
+    if in_len[n] > T then fail('%s: input_lengths[%d] = %d is longer than the %d time steps of log_probs', who, n, in_len[n], T) end
+    for k, c in ipairs(seqs[n]) do
+      if c < 1 or c > C or c == blank then
+        fail('%s: target %d of sequence %d is %d: classes must be in 1..%d and not the blank (%d) (dplua counts classes from 1)',
+          who, k, n, c, C, blank)
+      end
+    end
+    S = math.max(S, #seqs[n])
+  end
+  local L = 2 * S + 1
+  -- the extended labels (blank, l1, blank, l2, ..., blank) padded with blanks, and where
+  -- the skip from s - 2 is allowed (a label differing from the one two back)
+  local ext, skip = {}, {}
+  for n = 1, N do
+    local e, k = {}, {}
+    for s = 1, L do
+      local lab = s % 2 == 0 and seqs[n][s // 2] or nil
+      e[s] = lab or blank
+      k[s] = (lab ~= nil and s >= 3 and seqs[n][s // 2 - 1] ~= lab) and 1 or 0
+    end
+    ext[n], skip[n] = e, k
+  end
+  local device = log_probs.device
+  local idx = torch.tensor(ext, { dtype = 'int64', device = device })           -- [N, L]
+  local can_skip = torch.tensor(skip, { dtype = 'bool', device = device })       -- [N, L]
+  local lp = log_probs:gather(3, idx:unsqueeze(1):expand(T, N, L))              -- [T, N, L]
+  local topts = { dtype = log_probs.dtype, device = device }
+  local neg1 = torch.full({ N, 1 }, NEG, topts)
+  local neg2 = torch.full({ N, math.min(2, L) }, NEG, topts)
+  -- alpha at t = 1: the first blank and the first label
+  local start = {}
+  for s = 1, L do start[s] = s <= 2 and 1 or 0 end
+  local first = torch.tensor(start, { dtype = 'bool', device = device }):reshape(1, L)
+  local alpha = torch.where(first, lp[1], NEG)
+  local active = {}
+  for t = 2, T do
+    local a1 = torch.cat({ neg1, alpha:narrow(2, 1, L - 1) }, 2)
+    local a2 = L > 2 and torch.where(can_skip, torch.cat({ neg2, alpha:narrow(2, 1, L - 2) }, 2), NEG) or alpha * 0 + NEG
+    local nxt = logsumexp3(alpha, a1, a2) + lp[t]
+    for n = 1, N do active[n] = t <= in_len[n] and 1 or 0 end
+    alpha = torch.where(torch.tensor(active, { dtype = 'bool', device = device }):reshape(N, 1), nxt, alpha)
+  end
+  -- the end: the last label or the final blank of each target, at each input's last step
+  local last, before, has_label = {}, {}, {}
+  for n = 1, N do
+    local ln = 2 * #seqs[n] + 1
+    last[n], before[n], has_label[n] = { ln }, { math.max(ln - 1, 1) }, #seqs[n] > 0
+  end
+  local a_last = alpha:gather(2, torch.tensor(last, { dtype = 'int64', device = device }))
+  local a_before = alpha:gather(2, torch.tensor(before, { dtype = 'int64', device = device }))
+  a_before = torch.where(torch.tensor(has_label, { dtype = 'bool', device = device }):reshape(N, 1), a_before, NEG)
+  local m = torch.maximum(a_last, a_before):detach()
+  local nll = -(((a_last - m):exp() + (a_before - m):exp()):log() + m):reshape(N)
+  -- impossible alignments (an input of length 0 among them) give about -NEG: inf as PyTorch
+  local zero_len = {}
+  for n = 1, N do zero_len[n] = in_len[n] == 0 and 1 or 0 end
+  local bad = (nll:detach():gt(-NEG / 2):long() + torch.tensor(zero_len, { dtype = 'int64', device = device })):gt(0)
+  nll = torch.where(bad, o.zero_infinity and 0 or math.huge, nll)
+  if o.reduction == 'none' then return unbatched and nll:reshape({}) or nll end
+  if o.reduction == 'sum' then return nll:sum() end
+  local div = {}
+  for n = 1, N do div[n] = math.max(tg_len[n], 1) end
+  return (nll / torch.tensor(div, topts)):mean()
+end
+
 -- ---------------------------------------------------------------- the modules
 
 -- nn.NAME([{reduction='mean', ...}]): forward(inputs...) is fn(inputs..., opts); tensor
@@ -312,11 +459,13 @@ loss('MultiMarginLoss', M.multi_margin_loss, { p = 1, margin = 1.0, weight = non
 loss('TripletMarginLoss', M.triplet_margin_loss, { margin = 1.0, p = 2.0, eps = 1e-6, swap = false }, 3)
 loss('PoissonNLLLoss', M.poisson_nll_loss, { log_input = true, full = false, eps = 1e-8 }, 2)
 loss('GaussianNLLLoss', M.gaussian_nll_loss, { full = false, eps = 1e-6 }, 3)
+-- nn.CTCLoss([{blank=1, reduction='mean', zero_infinity=false}])(log_probs, targets, input_lengths, target_lengths)
+loss('CTCLoss', M.ctc_loss, { blank = 1, zero_infinity = false }, 4)
 
 function M.install(F)
   for _, name in ipairs { 'margin_ranking_loss', 'hinge_embedding_loss', 'soft_margin_loss', 'multilabel_soft_margin_loss',
                           'multilabel_margin_loss', 'cosine_embedding_loss', 'multi_margin_loss', 'triplet_margin_loss',
-                          'poisson_nll_loss', 'gaussian_nll_loss' } do
+                          'poisson_nll_loss', 'gaussian_nll_loss', 'ctc_loss' } do
     F[name] = M[name]
   end
 end
