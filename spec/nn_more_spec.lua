@@ -732,3 +732,36 @@ describe('nn.Transformer, weight_norm, init.sparse_, ParameterDict', function()
     assert.are.equal(9, v:numel())
   end)
 end)
+
+describe('the modules in float32 on the default device', function()
+  it('run forward and backward and agree with their float64 forms (checked against PyTorch above)', function()
+    torch.manual_seed(11)
+    local x4 = torch.randn(2, 4, 6, 6)
+    local x3 = torch.randn(2, 4, 9)
+    local cases = {
+      { nn.PReLU(4), x4 }, { nn.SELU(), x3 }, { nn.CELU(0.5), x3 }, { nn.GLU(2), x3 }, { nn.Hardswish(), x3 },
+      { nn.Hardsigmoid(), x3 }, { nn.Softsign(), x3 }, { nn.Tanhshrink(), x3 }, { nn.Threshold(0.1, -1), x3 },
+      { nn.Softmin(2), x3 }, { nn.Softmax2d(), x4 }, { nn.LogSigmoid(), x3 }, { nn.InstanceNorm1d(4, { affine = true }), x3 },
+      { nn.InstanceNorm2d(4, { affine = true, track_running_stats = true }), x4 }, { nn.LocalResponseNorm(3), x4 },
+      { nn.PixelShuffle(2), x4 }, { nn.PixelUnshuffle(2), x4 }, { nn.ChannelShuffle(2), x4 }, { nn.Unflatten(3, { 3, 3 }), x3 },
+      { nn.ReflectionPad1d(2), x3 }, { nn.ReflectionPad2d(1), x4 }, { nn.ReplicationPad1d(1), x3 },
+      { nn.ReplicationPad2d(2), x4 }, { nn.ConstantPad1d(1, 2.0), x3 }, { nn.ConstantPad2d({ 1, 0, 0, 1 }, 0.5), x4 },
+      { nn.AvgPool1d(3, 2), x3 }, { nn.AdaptiveAvgPool1d(4), x3 }, { nn.AdaptiveMaxPool1d(4), x3 },
+      { nn.UpsamplingNearest2d { scale_factor = 2 }, x4 }, { nn.UpsamplingBilinear2d { size = { 8, 9 } }, x4 },
+      { nn.Unfold(3, { padding = 1 }), x4 }, { nn.Fold({ 4, 5 }, 2), torch.randn(2, 8, 12) },
+    }
+    for _, c in ipairs(cases) do
+      local m, x = c[1], c[2]
+      local xin = x:clone():requires_grad_()
+      local y = m(xin)
+      assert.are.equal('float32', y.dtype)
+      y:sum():backward()
+      local m64 = m:double()
+      local x64 = x:double():requires_grad_()
+      local y64 = m64(x64)
+      y64:sum():backward()
+      close(y, y64, 1e-4, tostring(m))
+      close(xin.grad, x64.grad, 1e-4, tostring(m) .. ' gradient')
+    end
+  end)
+end)
