@@ -72,7 +72,7 @@ end
 -- The other losses (l1, smooth_l1, huber, binary_cross_entropy[_with_logits], kl_div) and
 -- cross_entropy / nll_loss with their options: lua/nn/losses.lua.
 for name, fn in pairs(require 'nn.losses') do
-  if type(fn) == 'function' and name ~= 'options' then F[name] = fn end
+  if type(fn) == 'function' and name ~= 'options' and name ~= 'reduce' then F[name] = fn end
 end
 
 -- pooling, batch_norm, dropout2d, pad, interpolate

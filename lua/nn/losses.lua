@@ -40,6 +40,7 @@ local function reduce(l, reduction)
   if reduction == 'mean' then return l:mean() end
   return l
 end
+L.reduce = reduce
 
 local function same_shape(who, input, target)
   check(who, input, 'input'); check(who, target, 'target')

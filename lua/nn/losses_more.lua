@@ -22,11 +22,7 @@ local shape = utils.shape
 local loss_options = L.options
 local function fail(fmt, ...) utils.error(fmt:format(...)) end
 
-local function reduce(l, reduction)
-  if reduction == 'sum' then return l:sum() end
-  if reduction == 'mean' then return l:mean() end
-  return l
-end
+local reduce = L.reduce
 
 local function float_input(who, x, what)
   check(who, x, what)
