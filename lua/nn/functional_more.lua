@@ -17,8 +17,15 @@ local M = {}
 local check = utils.check_tensor
 local function fail(fmt, ...) utils.error(fmt:format(...)) end
 
+-- a bad value as an error shows it: numbers and strings as they are, tensors by shape
+local function show(v)
+  if torch.is_tensor(v) then return 'a tensor of shape ' .. utils.shape(v) end
+  if type(v) == 'table' then return 'a table' end
+  return tostring(v)
+end
+
 local function check_number(who, what, v)
-  if type(v) ~= 'number' then fail('%s: %s must be a number, got %s', who, what, tostring(v)) end
+  if type(v) ~= 'number' then fail('%s: %s must be a number, got %s', who, what, show(v)) end
   return v
 end
 
@@ -31,7 +38,7 @@ end
 -- a 1-based dim of x (negative counts from the end) as a positive one
 local function dim_of(who, x, dim)
   if math.type(dim) ~= 'integer' or dim == 0 then
-    fail('%s: dim must be a non-zero integer (1-based), got %s', who, tostring(dim))
+    fail('%s: dim must be a non-zero integer (1-based), got %s', who, show(dim))
   end
   local n = math.max(x:dim(), 1)
   local d = dim < 0 and n + 1 + dim or dim
@@ -125,7 +132,7 @@ end
 function M.softmin(x, dim)
   check('softmin', x)
   if math.type(dim) ~= 'integer' then
-    fail('softmin: dim must be an integer (1-based), got %s; dplua does not guess a dimension', tostring(dim))
+    fail('softmin: dim must be an integer (1-based), got %s; dplua does not guess a dimension', show(dim))
   end
   return (-x):softmax(dim)
 end
@@ -180,7 +187,7 @@ end
 -- Pixel and channel shuffles -------------------------------------------------------------
 
 local function check_factor(who, what, r)
-  if math.type(r) ~= 'integer' or r < 1 then fail('%s: %s must be a positive integer, got %s', who, what, tostring(r)) end
+  if math.type(r) ~= 'integer' or r < 1 then fail('%s: %s must be a positive integer, got %s', who, what, show(r)) end
   return r
 end
 
@@ -252,7 +259,7 @@ end
 local function one(who, what, v, allow_zero)
   if type(v) == 'table' and #v == 1 then v = v[1] end
   if math.type(v) ~= 'integer' or v < (allow_zero and 0 or 1) then
-    fail('%s: %s must be a %s integer, got %s', who, what, allow_zero and 'non-negative' or 'positive', tostring(v))
+    fail('%s: %s must be a %s integer, got %s', who, what, allow_zero and 'non-negative' or 'positive', show(v))
   end
   return v
 end
@@ -317,7 +324,7 @@ function M.normalize(x, ...)
   check(who, x)
   local p, dim, eps = args(who, { ... }, { { 'p', 2.0 }, { 'dim', 2 }, { 'eps', 1e-12 } })
   check_number(who, 'p', p); check_number(who, 'eps', eps)
-  if p <= 0 then fail('%s: p must be positive, got %s', who, tostring(p)) end
+  if p <= 0 then fail('%s: p must be positive, got %s', who, show(p)) end
   local d = dim_of(who, x, dim)
   return x / vector_norm(x, p, d, true):clamp(eps)
 end
@@ -331,7 +338,7 @@ function M.cosine_similarity(x1, x2, ...)
   check_number(who, 'eps', eps)
   local nd = math.max(x1:dim(), x2:dim())
   if math.type(dim) ~= 'integer' or dim == 0 or math.abs(dim) > math.max(nd, 1) then
-    fail('%s: dim %s is out of range for %d-D inputs (dplua counts dims from 1)', who, tostring(dim), nd)
+    fail('%s: dim %s is out of range for %d-D inputs (dplua counts dims from 1)', who, show(dim), nd)
   end
   local ok = pcall(function() return x1 + x2 end)
   if not ok then fail('%s: the shapes %s and %s do not broadcast', who, utils.shape(x1), utils.shape(x2)) end
@@ -443,7 +450,7 @@ function M.local_response_norm(x, size, ...)
   local who = 'local_response_norm'
   check(who, x)
   local alpha, beta, k = args(who, { ... }, { { 'alpha', 1e-4 }, { 'beta', 0.75 }, { 'k', 1.0 } })
-  if math.type(size) ~= 'integer' or size < 1 then fail('%s: size must be a positive integer, got %s', who, tostring(size)) end
+  if math.type(size) ~= 'integer' or size < 1 then fail('%s: size must be a positive integer, got %s', who, show(size)) end
   if x:dim() < 3 then
     fail('%s: Expected 3D or higher dimensionality input (got %d dimensions)', who, x:dim())
   end
@@ -473,7 +480,7 @@ end
 local function check_p(who, p)
   if p == nil then p = 0.5 end
   if type(p) ~= 'number' or p < 0 or p > 1 then
-    fail('%s: dropout probability has to be between 0 and 1, but got %s', who, tostring(p))
+    fail('%s: dropout probability has to be between 0 and 1, but got %s', who, show(p))
   end
   return p
 end
@@ -619,7 +626,7 @@ function M.embedding_bag(idx, weight, offsets, opts)
   check(who, idx, 'the indices'); check(who, weight, 'weight')
   local o = utils.options(who, opts, BAG_DEFAULTS)
   if o.mode ~= 'sum' and o.mode ~= 'mean' and o.mode ~= 'max' then
-    fail("%s: mode must be 'sum', 'mean' or 'max', got %s", who, tostring(o.mode))
+    fail("%s: mode must be 'sum', 'mean' or 'max', got %s", who, show(o.mode))
   end
   if o.scale_grad_by_freq or o.sparse then fail('%s: scale_grad_by_freq and sparse are not supported', who) end
   if idx.dtype ~= 'int64' then fail('%s: the indices must be an int64 tensor of 1-based indices, got %s', who, idx.dtype) end
@@ -639,12 +646,12 @@ function M.embedding_bag(idx, weight, offsets, opts)
     starts = offsets:tolist()
     if #starts == 0 or starts[1] ~= 1 then
       fail('%s: offsets[1] has to be 1 (the first bag starts at the first index; dplua counts from 1), got %s', who,
-        tostring(starts[1]))
+        show(starts[1]))
     end
     if o.include_last_offset then
       if #starts < 1 or starts[#starts] ~= n + 1 then
         fail('%s: with include_last_offset the last offset has to be %d (the number of indices + 1), got %s', who, n + 1,
-          tostring(starts[#starts]))
+          show(starts[#starts]))
       end
     else
       starts[#starts + 1] = n + 1
@@ -711,10 +718,10 @@ end
 function M.one_hot(t, num_classes)
   if num_classes == -1 then num_classes = nil end
   if num_classes ~= nil and (math.type(num_classes) ~= 'integer' or num_classes < 0) then
-    fail('one_hot: num_classes must be a non-negative integer or -1, got %s', tostring(num_classes))
+    fail('one_hot: num_classes must be a non-negative integer or -1, got %s', show(num_classes))
   end
   local ok, r = pcall(torch.one_hot, t, num_classes)
-  if not ok then utils.error((tostring(r):gsub('^.-:%d+: ', ''))) end
+  if not ok then utils.error((show(r):gsub('^.-:%d+: ', ''))) end
   return r
 end
 

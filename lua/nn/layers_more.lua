@@ -20,6 +20,13 @@ local pyfloat = act.pyfloat
 local M = {}
 
 local function fail(fmt, ...) utils.error(fmt:format(...)) end
+
+-- a bad value as an error shows it: numbers and strings as they are, tensors by shape
+local function show(v)
+  if torch.is_tensor(v) then return 'a tensor of shape ' .. utils.shape(v) end
+  if type(v) == 'table' then return 'a table' end
+  return tostring(v)
+end
 local function pybool(v) return tostring(v) end   -- printed as the codebase's other reprs: true / false
 local function tuple(t)
   if type(t) ~= 'table' then return tostring(t) end
@@ -66,20 +73,20 @@ local function layer(name, params, fn, repr)
 end
 
 local function number(who, what, v)
-  if type(v) ~= 'number' then fail('%s: %s must be a number, got %s', who, what, tostring(v)) end
+  if type(v) ~= 'number' then fail('%s: %s must be a number, got %s', who, what, show(v)) end
 end
 local function integer(who, what, v)
-  if math.type(v) ~= 'integer' then fail('%s: %s must be an integer, got %s', who, what, tostring(v)) end
+  if math.type(v) ~= 'integer' then fail('%s: %s must be an integer, got %s', who, what, show(v)) end
 end
 local function positive(who, what, v)
-  if math.type(v) ~= 'integer' or v < 1 then fail('%s: %s must be a positive integer, got %s', who, what, tostring(v)) end
+  if math.type(v) ~= 'integer' or v < 1 then fail('%s: %s must be a positive integer, got %s', who, what, show(v)) end
 end
 local function boolean(who, what, v)
-  if type(v) ~= 'boolean' then fail('%s: %s must be a boolean, got %s', who, what, tostring(v)) end
+  if type(v) ~= 'boolean' then fail('%s: %s must be a boolean, got %s', who, what, show(v)) end
 end
 local function probability(who, what, v)
   if type(v) ~= 'number' or v < 0 or v > 1 then
-    fail('%s: dropout probability has to be between 0 and 1, but got %s', who, tostring(v))
+    fail('%s: dropout probability has to be between 0 and 1, but got %s', who, show(v))
   end
 end
 
@@ -144,13 +151,13 @@ layer('ChannelShuffle', { { 'groups', nil, positive } }, function(self, x) retur
 
 -- nn.Unflatten(dim, unflattened_size): dim (1-based) split into the sizes of unflattened_size
 local function sizes(who, what, v)
-  if type(v) ~= 'table' or #v == 0 then fail('%s: %s must be a table of integers, got %s', who, what, tostring(v)) end
+  if type(v) ~= 'table' or #v == 0 then fail('%s: %s must be a table of integers, got %s', who, what, show(v)) end
   for i = 1, #v do
-    if math.type(v[i]) ~= 'integer' then fail('%s: %s[%d] must be an integer, got %s', who, what, i, tostring(v[i])) end
+    if math.type(v[i]) ~= 'integer' then fail('%s: %s[%d] must be an integer, got %s', who, what, i, show(v[i])) end
   end
 end
 layer('Unflatten', { { 'dim', nil, function(who, what, v)
-  if math.type(v) ~= 'integer' or v == 0 then fail('%s: %s must be a non-zero integer (1-based), got %s', who, what, tostring(v)) end
+  if math.type(v) ~= 'integer' or v == 0 then fail('%s: %s must be a non-zero integer (1-based), got %s', who, what, show(v)) end
 end }, { 'unflattened_size', nil, sizes } }, function(self, x)
   utils.check_tensor('nn.Unflatten', x)
   local nd = x:dim()
@@ -213,7 +220,7 @@ end
 local function pad_layer(name, mode, n, with_value)
   local params = { { 'padding', nil, function(who, what, v)
     if math.type(v) == 'integer' then return end
-    if type(v) ~= 'table' or #v ~= 2 * n then fail('%s: padding must be an integer or a table of %d integers, got %s', who, 2 * n, tostring(v)) end
+    if type(v) ~= 'table' or #v ~= 2 * n then fail('%s: padding must be an integer or a table of %d integers, got %s', who, 2 * n, show(v)) end
     for i = 1, #v do integer(who, 'padding[' .. i .. ']', v[i]) end
   end } }
   params[1].table = true
@@ -411,7 +418,7 @@ function EmbeddingBag:__init(num, dim, opts)
   local o = utils.options('nn.EmbeddingBag', opts, { mode = 'mean', padding_idx = false, max_norm = false, norm_type = 2,
     include_last_offset = false, scale_grad_by_freq = false, sparse = false, _weight = false, device = false, dtype = false })
   if o.mode ~= 'sum' and o.mode ~= 'mean' and o.mode ~= 'max' then
-    fail("nn.EmbeddingBag: mode must be 'sum', 'mean' or 'max', got %s", tostring(o.mode))
+    fail("nn.EmbeddingBag: mode must be 'sum', 'mean' or 'max', got %s", show(o.mode))
   end
   self.num_embeddings, self.embedding_dim, self.mode = num, dim, o.mode
   self.padding_idx = require('nn.functional_layers').padding_index('nn.EmbeddingBag', o.padding_idx or nil, num)

@@ -22,6 +22,13 @@ local shape = utils.shape
 local loss_options = L.options
 local function fail(fmt, ...) utils.error(fmt:format(...)) end
 
+-- a bad value as an error shows it: numbers and strings as they are, tensors by shape
+local function show(v)
+  if torch.is_tensor(v) then return 'a tensor of shape ' .. utils.shape(v) end
+  if type(v) == 'table' then return 'a table' end
+  return tostring(v)
+end
+
 local reduce = L.reduce
 
 local function float_input(who, x, what)
@@ -39,7 +46,7 @@ local function same_shape(who, a, b, an, bn)
 end
 
 local function number(who, what, v)
-  if type(v) ~= 'number' then fail('%s: %s must be a number, got %s', who, what, tostring(v)) end
+  if type(v) ~= 'number' then fail('%s: %s must be a number, got %s', who, what, show(v)) end
   return v
 end
 
@@ -172,7 +179,7 @@ function M.multi_margin_loss(x, y, opts)
   local who = 'multi_margin_loss'
   local o = loss_options(who, opts, { p = 1, margin = 1.0, weight = options.none })
   float_input(who, x); check(who, y, 'target')
-  if o.p ~= 1 and o.p ~= 2 then fail('%s: only p == 1 and p == 2 supported, got %s', who, tostring(o.p)) end
+  if o.p ~= 1 and o.p ~= 2 then fail('%s: only p == 1 and p == 2 supported, got %s', who, show(o.p)) end
   if y.dtype ~= 'int64' then fail('%s: target must be an int64 tensor of 1-based class indices, got %s', who, y.dtype) end
   local rows, unbatched = rows_of(who, x)
   local n, c = rows:size(1), rows:size(2)
@@ -287,7 +294,7 @@ local function int_list(who, what, v, n)
   end
   if n and #list ~= n then fail('%s: %s must have %d entries (one per batch element), got %d', who, what, n, #list) end
   for i, x in ipairs(list) do
-    if math.type(x) ~= 'integer' or x < 0 then fail('%s: %s[%d] must be a non-negative integer, got %s', who, what, i, tostring(x)) end
+    if math.type(x) ~= 'integer' or x < 0 then fail('%s: %s[%d] must be a non-negative integer, got %s', who, what, i, show(x)) end
   end
   return list
 end
@@ -322,7 +329,7 @@ function M.ctc_loss(log_probs, targets, input_lengths, target_lengths, opts)
   local T, N, C = log_probs:size(1), log_probs:size(2), log_probs:size(3)
   local blank = o.blank
   if math.type(blank) ~= 'integer' or blank < 1 or blank > C then
-    fail('%s: blank must be in 1..%d (dplua counts classes from 1), got %s', who, C, tostring(blank))
+    fail('%s: blank must be in 1..%d (dplua counts classes from 1), got %s', who, C, show(blank))
   end
   if targets.dtype ~= 'int64' and targets.dtype ~= 'int32' then fail('%s: targets must be an integer tensor, got %s', who, targets.dtype) end
   local in_len = int_list(who, 'input_lengths', input_lengths, N)

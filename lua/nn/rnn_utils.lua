@@ -21,6 +21,13 @@ local M = {}
 
 local function fail(fmt, ...) utils.error(fmt:format(...)) end
 
+-- a bad value as an error shows it: numbers and strings as they are, tensors by shape
+local function show(v)
+  if torch.is_tensor(v) then return 'a tensor of shape ' .. utils.shape(v) end
+  if type(v) == 'table' then return 'a table' end
+  return tostring(v)
+end
+
 local PackedSequence = torch.class('nn.PackedSequence')
 M.PackedSequence = PackedSequence
 
@@ -102,7 +109,7 @@ local function lengths_list(who, lengths, B)
   elseif type(lengths) == 'table' then
     list = {}
     for i, v in ipairs(lengths) do
-      if math.type(v) ~= 'integer' then fail('%s: lengths[%d] must be an integer, got %s', who, i, tostring(v)) end
+      if math.type(v) ~= 'integer' then fail('%s: lengths[%d] must be an integer, got %s', who, i, show(v)) end
       list[i] = v
     end
   else
@@ -176,7 +183,7 @@ function M.pad_packed_sequence(seq, opts)
   if o.total_length then
     if math.type(o.total_length) ~= 'integer' or o.total_length < T then
       fail('%s: Expected total_length to be at least the length of the longest sequence input (%d), but got total_length=%s',
-        who, T, tostring(o.total_length))
+        who, T, show(o.total_length))
     end
   end
   local data = seq.data

@@ -14,6 +14,13 @@ local torch = require 'torch'
 local nn = require 'nn'
 local utils = require 'nn.utils'
 
+-- a bad value as an error shows it: numbers and strings as they are, tensors by shape
+local function show(v)
+  if torch.is_tensor(v) then return 'a tensor of shape ' .. utils.shape(v) end
+  if type(v) == 'table' then return 'a table' end
+  return tostring(v)
+end
+
 local Transformer, parent = torch.class('nn.Transformer', 'nn.Module')
 
 local DEFAULTS = { d_model = 512, nhead = 8, num_encoder_layers = 6, num_decoder_layers = 6, dim_feedforward = 2048,
@@ -26,7 +33,7 @@ function Transformer:__init(opts)
   local o = utils.options(who, opts, DEFAULTS)
   for _, k in ipairs { 'd_model', 'nhead', 'num_encoder_layers', 'num_decoder_layers', 'dim_feedforward' } do
     if math.type(o[k]) ~= 'integer' or o[k] < 1 then
-      utils.error(('%s: %s must be a positive integer, got %s'):format(who, k, tostring(o[k])))
+      utils.error(('%s: %s must be a positive integer, got %s'):format(who, k, show(o[k])))
     end
   end
   local layer_opts = { dim_feedforward = o.dim_feedforward, dropout = o.dropout, activation = o.activation,
@@ -84,7 +91,7 @@ end
 
 function Transformer.generate_square_subsequent_mask(sz, opts)
   if math.type(sz) ~= 'integer' or sz < 0 then
-    utils.error(('nn.Transformer.generate_square_subsequent_mask: sz must be a non-negative integer, got %s'):format(tostring(sz)))
+    utils.error(('nn.Transformer.generate_square_subsequent_mask: sz must be a non-negative integer, got %s'):format(show(sz)))
   end
   local o = utils.options('nn.Transformer.generate_square_subsequent_mask', opts, { device = false, dtype = false })
   return torch.full({ sz, sz }, -math.huge, { device = o.device or nil, dtype = o.dtype or nil }):triu(1)

@@ -13,6 +13,13 @@ local M = {}
 
 local function fail(fmt, ...) utils.error(fmt:format(...)) end
 
+-- a bad value as an error shows it: numbers and strings as they are, tensors by shape
+local function show(v)
+  if torch.is_tensor(v) then return 'a tensor of shape ' .. utils.shape(v) end
+  if type(v) == 'table' then return 'a table' end
+  return tostring(v)
+end
+
 -- ||v|| over every dim but d (all of them when d is false), kept as [1, .., n, .., 1]
 local function norm_except_dim(v, d)
   if not d then return v:norm() end
@@ -51,14 +58,14 @@ function M.weight_norm(module, name, dim)
   local kinds = rawget(module, '_kind')
   local w = rawget(module, name)
   if kinds[name] ~= 'parameter' or not torch.is_tensor(w) then
-    fail("%s: module %s has no parameter '%s'", who, torch.typename(module) or '?', tostring(name))
+    fail("%s: module %s has no parameter '%s'", who, torch.typename(module) or '?', show(name))
   end
   if rawget(module, '_weight_norm') and rawget(module, '_weight_norm')[name] then
     fail("%s: Cannot register two weight_norm hooks on the same parameter %s", who, name)
   end
   local d = dim
   if d ~= false then
-    if math.type(d) ~= 'integer' or d == 0 then fail('%s: dim must be a non-zero integer (1-based) or false, got %s', who, tostring(dim)) end
+    if math.type(d) ~= 'integer' or d == 0 then fail('%s: dim must be a non-zero integer (1-based) or false, got %s', who, show(dim)) end
     if d < 0 then d = w:dim() + 1 + d end
     if d < 1 or d > w:dim() then
       fail('%s: dim %d is out of range for the %d-D parameter %s (dplua counts dims from 1)', who, dim, w:dim(), name)
@@ -80,7 +87,7 @@ function M.remove_weight_norm(module, name)
   name = name or 'weight'
   local norms = type(module) == 'table' and rawget(module, '_weight_norm')
   if not norms or norms[name] == nil then
-    fail("%s: weight_norm of '%s' not found in %s", who, tostring(name), tostring(module))
+    fail("%s: weight_norm of '%s' not found in %s", who, show(name), show(module))
   end
   local w = torch.no_grad(function() return compute(module, name, norms[name].dim):detach():clone() end)
   unregister(module, name .. '_g')
