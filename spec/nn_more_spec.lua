@@ -690,6 +690,22 @@ describe('nn.Transformer, weight_norm, init.sparse_, ParameterDict', function()
     assert.are.same({ { 0, -math.huge }, { 0, 0 } }, nn.Transformer.generate_square_subsequent_mask(2):tolist())
   end)
 
+  it('nn.Transformer with batch_first, and unbatched, gives the same numbers in its layout', function()
+    local case = ref.transformer
+    local bf = nn.Transformer { d_model = 4, nhead = 2, num_encoder_layers = 2, num_decoder_layers = 1, dim_feedforward = 6,
+                                dropout = 0.0, batch_first = true }
+    bf:double()
+    load_state(bf, case.state)
+    local pad = torch.tensor(case.pad, { dtype = 'bool' })
+    local mask = nn.Transformer.generate_square_subsequent_mask(3, { dtype = 'float64' })
+    local out = bf(f64t(case.src):transpose(1, 2), f64t(case.tgt):transpose(1, 2),
+      { tgt_mask = mask, src_key_padding_mask = pad, memory_key_padding_mask = pad })
+    close(out:transpose(1, 2), case.out, 1e-10, 'batch_first Transformer')
+    -- the second batch element has no padding: alone and unbatched it gives the same column
+    local one = bf(f64t(case.src):select(2, 2), f64t(case.tgt):select(2, 2), { tgt_mask = mask })
+    close(one, f64t(case.out):select(2, 2), 1e-10, 'unbatched Transformer')
+  end)
+
   it('weight_norm matches PyTorch: weight_g and weight_v, recomputed each forward; remove_weight_norm folds it back', function()
     for _, c in ipairs { { 'weight_norm', 1 }, { 'weight_norm_dim2', 2 } } do
       local case = ref[c[1]]
