@@ -695,16 +695,26 @@ function M.embedding_bag(idx, weight, offsets, opts)
     rows = rows * torch.tensor(keep, topts):reshape(n, 1)
   end
   if o.mode == 'max' then
-    local out = {}
-    for b = 1, nb do
-      local s, e = starts[b], starts[b + 1] - 1
-      local chosen = {}
-      for k = s, e do if list[k] ~= pad then chosen[#chosen + 1] = k end end
-      if #chosen == 0 then out[b] = torch.zeros(dim, topts)
-      else out[b] = (rows:index_select(1, torch.tensor(chosen, { dtype = 'int64', device = weight.device })):max(1)) end
-    end
+    -- each bag's rows gathered into [nb, longest, dim], short bags (and padding_idx
+    -- entries) filled from an extra row of -inf, then the max over the bag; an empty bag is 0
     if nb == 0 then return torch.zeros(0, dim, topts) end
-    return torch.stack(out, 1)
+    local longest = 0
+    for b = 1, nb do longest = math.max(longest, starts[b + 1] - starts[b]) end
+    if longest == 0 then return torch.zeros(nb, dim, topts) end
+    local fill, gather = n + 1, {}
+    for b = 1, nb do
+      local s0, len = starts[b], starts[b + 1] - starts[b]
+      for k = 1, longest do
+        local at = s0 + k - 1
+        gather[#gather + 1] = (k <= len and list[at] ~= pad) and at or fill
+      end
+    end
+    local ext = torch.cat({ rows, torch.full({ 1, dim }, -math.huge, topts) }, 1)
+    local picked = ext:index_select(1, torch.tensor(gather, { dtype = 'int64', device = weight.device }))
+    local maxed = (picked:reshape(nb, longest, dim):max(2))
+    local nonempty = {}
+    for b = 1, nb do nonempty[b] = count[b] > 0 end
+    return torch.where(torch.tensor(nonempty, { dtype = 'bool', device = weight.device }):reshape(nb, 1), maxed, 0)
   end
   local sums = torch.zeros(nb, dim, topts)
   if n > 0 then sums = sums:index_add(1, torch.tensor(ids, { dtype = 'int64', device = weight.device }), rows) end
