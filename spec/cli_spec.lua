@@ -530,9 +530,12 @@ describe('the dplua REPL on a terminal', function()
     keys('C-d')
     local t0 = os.time()
     while slurp(history) == '' and os.time() - t0 < 10 do os.execute('sleep 0.1') end
-    local h = slurp(history)
+    -- libedit's file format: one entry a line, spaces and newlines escaped as \040, \012
+    local h = slurp(history):gsub('\\(%d%d%d)', function(o) return string.char(tonumber(o, 8)) end)
     assert.truthy(h:find('x = 123', 1, true), h)
     assert.truthy(h:find('x * 1000', 1, true), h)
+    local _, n = h:gsub('x = 123', '')
+    assert.are.equal(1, n, h)   -- each statement once
   end)
 
   it('brings a multi-line statement back as one history entry in the next session', function()
