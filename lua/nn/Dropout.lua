@@ -17,6 +17,7 @@ function Dropout:__init(p, opts)
     utils.error(('nn.Dropout: probability has to be between 0 and 1, but got %s'):format(tostring(p)))
   end
   self.p = p
+  self.inplace = opts.inplace and true or false
 end
 
 function Dropout:forward(x)
@@ -24,7 +25,7 @@ function Dropout:forward(x)
 end
 
 function Dropout:extra_repr()
-  return ('p=%s, inplace=false'):format(tostring(self.p))
+  return ('p=%s, inplace=%s'):format(tostring(self.p), tostring(self.inplace))
 end
 
 return Dropout
