@@ -8,7 +8,8 @@
 --   2. signature lines in plain ``` blocks (optim.SGD(params, {lr=, ...}));
 --   3. headings naming something (## nn.Module), with the line that follows;
 --   4. code spans in the prose (`F.linear(x, w [, b])`); on tensor.md a bare `view(...)` or
---      a list `neg, exp, log` are Tensor methods.
+--      a list `neg, exp, log` are Tensor methods;
+--   5. calls in the ```lua examples (torch.data.DataLoader(ds, {batch_size = 30})).
 -- A method documented on a receiver (`t:view(...)`, `m:parameters()`, `opt:step()`) is filed
 -- under its class: Tensor:view, nn.Module:parameters, optim.Optimizer:step.  `F.` is
 -- nn.functional.
@@ -155,6 +156,16 @@ for _, with_args in ipairs({ true, false }) do   -- `F.linear(x, w)` before a ba
     end
   end)
   end
+end
+
+for _, page in ipairs(pages) do
+  walk(page, function(kind, line, section)
+    if kind ~= 'code:lua' then return end
+    for call in line:gmatch('[%a_][%w_]*[%.:][%w_%.:]*%b()') do
+      local name = name_of(call)
+      if name and name:match('[%.:]') and not name:match('^Tensor') then add(name, call, nil, page.path, section) end
+    end
+  end)
 end
 
 table.sort(order)
