@@ -537,14 +537,13 @@ static void keep_locals(lua_State *L) {
     lua_replace(L, 1);
 }
 
-/* A line `?torch.randn` asks for help: it becomes torch.help('torch.randn'), or
- * torch.help(expr) when what follows the '?' is not a plain name (?x[1]).  Returns 0 when
- * the line is not one, else the load status with the chunk (or the message) replacing it. */
+/* A line `?torch.randn` (the line at index 1 starts with '?') asks for help: it becomes
+ * torch.help('torch.randn'), or torch.help(expr) when what follows the '?' is not a plain
+ * name (?x[1]).  Returns the load status with the chunk (or the message) replacing the
+ * line. */
 static int help_line(lua_State *L) {
     const char *line = lua_tostring(L, 1);
-    const char *p = line + strspn(line, " \t");
-    if (*p != '?') return 0;
-    p++;
+    const char *p = line + strspn(line, " \t") + 1;
     p += strspn(p, " \t");
     size_t n = strlen(p);
     while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == ';')) n--;
