@@ -60,7 +60,7 @@ describe('help', function()
 
   it('describes a tensor: shape, dtype, device, and where its methods are', function()
     local t = torch.zeros(2, 3, { dtype = 'float64' })
-    has(help(t), 'shape [2x3]', 'float64', 'cpu', 'doc/tensor.md')
+    has(help(t), 'shape [2x3]', 'float64', 'on ' .. tostring(t.device), 'doc/tensor.md')
   end)
 
   it('names the class of an object', function()
