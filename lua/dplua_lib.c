@@ -33,9 +33,13 @@ static int try_root(const char *dir)
     char probe[PATH_MAX], real[PATH_MAX];
     if (snprintf(probe, sizeof probe, "%s/torch/init.lua", dir) >= (int)sizeof probe || access(probe, R_OK) != 0)
         return 0;
-    if (!realpath(dir, real) || strlen(real) + 2 > sizeof source_root)
+    if (!realpath(dir, real))
         return 0;
-    snprintf(source_root, sizeof source_root, "%s/", real);
+    size_t n = strlen(real);
+    if (n + 2 > sizeof source_root)
+        return 0;
+    memcpy(source_root, real, n);
+    memcpy(source_root + n, "/", 2);
     return 1;
 }
 
