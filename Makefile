@@ -83,9 +83,18 @@ $(BUILD)/obj/lua/%.o: lua/%.c $(wildcard lua/*.h src/*.h src/*.def) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LUA_CFLAGS) -c $< -o $@
 
-$(BUILD)/gen/lua_sources.c: tools/embed.lua $(LUA_FILES)
+# the source tree, where tracebacks find the Lua files of an uninstalled build
+$(BUILD)/obj/lua/dplua_lib.o: CFLAGS += -DDPLUA_SOURCE_DIR='"$(abspath .)"'
+
+# help()'s index (module torch._help), built from the docs
+HELP_INDEX := $(BUILD)/gen/lua/torch/_help.lua
+$(HELP_INDEX): tools/helpindex.lua $(wildcard doc/*.md)
 	@mkdir -p $(dir $@)
-	$(LUA) tools/embed.lua $@ $(LUA_FILES)
+	$(LUA) tools/helpindex.lua $@ $(wildcard doc/*.md)
+
+$(BUILD)/gen/lua_sources.c: tools/embed.lua $(LUA_FILES) $(HELP_INDEX)
+	@mkdir -p $(dir $@)
+	$(LUA) tools/embed.lua $@ $(LUA_FILES) $(HELP_INDEX)
 
 $(BUILD)/obj/gen/lua_sources.o: $(BUILD)/gen/lua_sources.c
 	@mkdir -p $(dir $@)
@@ -106,7 +115,7 @@ $(LUAMOD): $(ALL_OBJ)
 	$(call link_modules,$(BUILD)/lua)
 
 $(BIN): $(INTERP_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_A)
-	$(CC) $(SAN) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(LUA_LIBS) -lreadline $(LIBS) -Wl,-E
+	$(CC) $(SAN) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(LUA_LIBS) -ledit $(LIBS) -Wl,-E
 
 $(BUILD)/examples/embed/%: examples/embed/%.c lua/dplua.h $(LIB_A)
 	@mkdir -p $(dir $@)
@@ -165,7 +174,7 @@ cuda-emu: $(EMU)/libdplua_cuda.so
 # what building and running need; the specs also need SPEC_PKGS (PyTorch and NumPy are the
 # references, busted runs the specs, gnuplot draws the plots checked): make deps installs the
 # first, make test-deps both
-DEB_PKGS = lua5.4 liblua5.4-dev libopenblas-dev libopenmpi-dev openmpi-bin libreadline-dev pkg-config g++
+DEB_PKGS = lua5.4 liblua5.4-dev libopenblas-dev libopenmpi-dev openmpi-bin libedit-dev pkg-config g++
 SPEC_PKGS = lua-busted python3-torch python3-numpy gnuplot-nox
 deps:
 	@$(MAKE) -s install-pkgs PKGS="$(DEB_PKGS)"
@@ -221,16 +230,26 @@ install: all
 	$(call write_pc,$(DESTDIR)$(PREFIX)/lib/pkgconfig/dplua.pc)
 	install -m 755 $(LUAMOD) $(DESTDIR)$(PREFIX)/lib/lua/5.4/torch.so
 	$(call link_modules,$(DESTDIR)$(PREFIX)/lib/lua/5.4)
+	$(call install_sources,$(DESTDIR)$(PREFIX)/share/lua/5.4/dplua)
+
+# $(call install_sources,DIR): the Lua sources (embedded in the libraries) as files in DIR,
+# which tracebacks name (lua/dplua_lib.c finds DIR from where the library lies)
+define install_sources
+	for f in $(LUA_FILES:lua/%=%); do install -D -m 644 lua/$$f $(1)/$$f; done
+	install -D -m 644 $(HELP_INDEX) $(1)/torch/_help.lua
+endef
 
 # what `luarocks make` installs (dplua-*.rockspec): the module library and its links into
 # the rock's LIBDIR (copies, not links: luarocks moves files one by one), the program into
-# its BINDIR (and the CUDA backend beside the program)
+# its BINDIR (and the CUDA backend beside the program), the Lua sources into LUADIR/dplua
+# (which luarocks deploys to share/lua/5.4/dplua)
 install-rock: all
 	install -d $(LIBDIR)/torch $(BINDIR)
 	install -m 755 $(LUAMOD) $(LIBDIR)/torch.so
 	for m in nn optim torch/data torch/distributed; do install -m 755 $(LUAMOD) $(LIBDIR)/$$m.so; done
 	install -m 755 $(BIN) $(BINDIR)/dplua
 	$(if $(filter 1,$(CUDA)),install -m 755 $(CUDA_SO) $(BINDIR)/libdplua_cuda.so)
+	$(if $(LUADIR),$(call install_sources,$(LUADIR)/dplua))
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/dplua $(DESTDIR)$(PREFIX)/include/dplua.h \
@@ -241,6 +260,7 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/lib/lua/5.4/optim.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/torch/data.so \
 	  $(DESTDIR)$(PREFIX)/lib/lua/5.4/torch/distributed.so
 	-rmdir $(DESTDIR)$(PREFIX)/lib/lua/5.4/torch 2>/dev/null
+	rm -rf $(DESTDIR)$(PREFIX)/share/lua/5.4/dplua
 
 # every build folder: build/, build-asan/, build-emu/, any BUILD= or EMU= given, and the
 # build-*/ folders of spec/gpu/bundle and bench (BUILD=build-bench)

@@ -30,5 +30,6 @@ build = {
    install_variables = {
       LIBDIR = "$(LIBDIR)",
       BINDIR = "$(BINDIR)",
+      LUADIR = "$(LUADIR)",
    },
 }

@@ -1,9 +1,10 @@
 /* dplua.c: the `dplua` program, Lua 5.4's stand-alone interpreter with torch, nn and optim
  * loaded.  It keeps lua.c's shape: main hands everything to pmain under one lua_pcall, a
  * message handler adds the traceback, and the options -e -l -i -v -E -W - -- and LUA_INIT
- * behave as they do in `lua`.  The REPL adds readline editing, history, tab completion of
+ * behave as they do in `lua`.  The REPL adds line editing, history, tab completion of
  * globals, fields and methods, and Ctrl-C handling (at the prompt it clears the line; while
- * a statement runs it interrupts that statement). */
+ * a statement runs it interrupts that statement).  The line editor is libedit (BSD) through
+ * its readline-compatible interface, so the program stays under the MIT licence. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,8 +17,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
-#include <readline/readline.h>
-#include <readline/history.h>
+#include <editline/readline.h>
 
 #include "dplua.h"
 #include "dplua_complete.h"
@@ -37,6 +37,7 @@
 
 static const char *progname = PROGNAME;
 static lua_State *globalL = NULL;
+static int use_color = 0;   /* the REPL colours results and errors (see want_color) */
 
 /* ------------------------------------------------------------------ messages */
 
@@ -50,8 +51,10 @@ static void l_message(const char *pname, const char *msg) {
 static int report(lua_State *L, int status) {
     if (status != LUA_OK) {
         const char *msg = lua_tostring(L, -1);
-        l_message(progname, msg ? msg : "(error object is not a string)");
-        lua_pop(L, 1);
+        if (!msg) msg = "(error object is not a string)";
+        if (use_color) msg = lua_pushfstring(L, "\033[31m%s\033[0m", msg);
+        l_message(progname, msg);
+        lua_settop(L, lua_gettop(L) - (use_color ? 2 : 1));
     }
     return status;
 }
@@ -309,7 +312,7 @@ static int handle_luainit(lua_State *L) {
     return dostring(L, init, name);
 }
 
-/* Loads dplua and sets the globals torch, nn and optim. */
+/* Loads dplua and sets the globals torch, nn, optim and help (torch.help). */
 static int load_dplua(lua_State *L) {
     static const char *const globals[] = { "torch", "nn", "optim", NULL };
     lua_pushcfunction(L, luaopen_dplua);
@@ -320,6 +323,11 @@ static int load_dplua(lua_State *L) {
         status = docall(L, 1, 1);
         if (status == LUA_OK) lua_setglobal(L, globals[i]);
     }
+    if (status == LUA_OK && lua_getglobal(L, "torch") == LUA_TTABLE) {
+        lua_getfield(L, -1, "help");
+        lua_setglobal(L, "help");
+    }
+    if (status == LUA_OK) lua_pop(L, 1);
     return report(L, status);
 }
 
@@ -349,9 +357,9 @@ static void on_line(char *line) {
 
 enum { LINE_OK, LINE_EOF, LINE_INTERRUPTED };
 
-/* Reads one line with readline's callback interface, so that Ctrl-C at the prompt only
- * abandons the line: SIGINT (and SIGWINCH, for resizing) are blocked except while waiting
- * in pselect.  *line is malloc'd. */
+/* Reads one line with the line editor's callback interface, so that Ctrl-C at the prompt
+ * only abandons the line: SIGINT (and SIGWINCH, for resizing) are blocked except while
+ * waiting in pselect.  *line is malloc'd. */
 static int readline_line(const char *prompt, char **line) {
     sigset_t block, orig;
     struct sigaction sa, old, sw, oldw;
@@ -384,15 +392,11 @@ static int readline_line(const char *prompt, char **line) {
             if (got_sigint) {
                 got_sigint = 0;
                 FILE *out = rl_outstream ? rl_outstream : stdout;
-                rl_point = rl_end;          /* leave the abandoned line visible */
-                rl_redisplay();
-                fputs("^C", out);
+                /* the abandoned line stays visible; removing the handler leaves libedit's
+                 * editing mode, and installing it again starts an empty line */
+                fputs("^C\n", out);
                 fflush(out);
-                rl_replace_line("", 0);
-                rl_free_undo_list();
-                rl_callback_handler_remove();   /* may return the cursor to column 0 */
-                fputs("\n", out);
-                fflush(out);
+                rl_callback_handler_remove();
                 result = LINE_INTERRUPTED;
                 break;
             }
@@ -454,12 +458,13 @@ static int pushline(lua_State *L, int firstline) {
     return LINE_OK;
 }
 
-/* Adds a statement to the history, and to the history file at once, so that a session
- * ended by os.exit or a crash keeps it too. */
+/* Adds a statement to the history, and writes the history file at once, so that a
+ * session ended by os.exit or a crash keeps it too.  (The whole file: libedit's
+ * append_history(1, f) appends the last two entries.) */
 static void saveline(const char *line) {
     if (use_readline && line[0] != '\0') {
         add_history(line);
-        if (history_path) append_history(1, history_path);
+        if (history_path) write_history(history_path);
     }
 }
 
@@ -532,6 +537,32 @@ static void keep_locals(lua_State *L) {
     lua_replace(L, 1);
 }
 
+/* A line `?torch.randn` (the line at index 1 starts with '?') asks for help: it becomes
+ * torch.help('torch.randn'), or torch.help(expr) when what follows the '?' is not a plain
+ * name (?x[1]).  Returns the load status with the chunk (or the message) replacing the
+ * line. */
+static int help_line(lua_State *L) {
+    const char *line = lua_tostring(L, 1);
+    const char *p = line + strspn(line, " \t") + 1;
+    p += strspn(p, " \t");
+    size_t n = strlen(p);
+    while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == ';')) n--;
+    size_t name = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:");
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addstring(&b, n == 0 ? "torch.help(" : name >= n ? "torch.help('" : "torch.help(");
+    luaL_addlstring(&b, p, n);
+    luaL_addstring(&b, n > 0 && name >= n ? "')" : ")");
+    luaL_pushresult(&b);
+    saveline(line);
+    size_t len;
+    const char *code = lua_tolstring(L, -1, &len);
+    int status = luaL_loadbuffer(L, code, len, "=stdin");
+    lua_remove(L, -2);   /* the code */
+    lua_remove(L, 1);    /* the line */
+    return status;
+}
+
 /* Reads a statement and compiles it; returns the load status with the function (or the
  * message) on the stack, -1 at end of input, -2 when Ctrl-C abandoned the line. */
 static int loadline(lua_State *L) {
@@ -539,6 +570,10 @@ static int loadline(lua_State *L) {
     int r = pushline(L, 1);
     if (r == LINE_EOF) return -1;
     if (r == LINE_INTERRUPTED) return -2;
+    {
+        const char *line = lua_tostring(L, 1);
+        if (line[strspn(line, " \t")] == '?') return help_line(L);
+    }
     keep_locals(L);
     int status = addreturn(L);
     if (status != LUA_OK) {
@@ -555,6 +590,8 @@ static void push_printer(lua_State *L) {
     lua_getglobal(L, "require");
     lua_pushliteral(L, "torch.repl");
     if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1)) {
+        lua_pushboolean(L, use_color);
+        lua_setfield(L, -2, "color");
         lua_getfield(L, -1, "show");
         lua_remove(L, -2);
         if (lua_isfunction(L, -1)) return;
@@ -589,12 +626,9 @@ static void init_history(void) {
         if (history_path) snprintf(history_path, n, "%s/%s", home, HISTORY_FILE);
     }
     if (history_path) {
-        stifle_history(HISTORY_MAX);
-        /* timestamps mark where each entry starts, so multi-line statements come back
+        /* libedit's history file encodes newlines, so a multi-line statement comes back
          * as one entry */
-        history_comment_char = '#';
-        history_write_timestamps = 1;
-        history_multiline_entries = 1;
+        stifle_history(HISTORY_MAX);
         if (read_history(history_path) != 0 && write_history(history_path) != 0) {
             free(history_path);   /* cannot create it: keep no history */
             history_path = NULL;
@@ -610,22 +644,33 @@ static void save_history(void) {
     }
 }
 
+/* Colour on a terminal: stdout is one, NO_COLOR is unset or empty and TERM is not dumb;
+ * DPLUA_COLOR=1 (or 0) says yes (or no) whatever the rest. */
+static int want_color(void) {
+    const char *force = getenv("DPLUA_COLOR");
+    if (force && force[0] != '\0') return strcmp(force, "0") != 0;
+    const char *no = getenv("NO_COLOR");
+    if (no && no[0] != '\0') return 0;
+    const char *term = getenv("TERM");
+    if (term && strcmp(term, "dumb") == 0) return 0;
+    return isatty(STDOUT_FILENO);
+}
+
 static void doREPL(lua_State *L) {
     int status;
     struct sigaction sa, oldsa;
     const char *oldprogname = progname;
     progname = NULL;   /* errors in the REPL are printed without the program name */
     use_readline = isatty(STDIN_FILENO);
+    use_color = want_color();
     if (use_readline) {
-        rl_readline_name = PROGNAME;
+        rl_readline_name = PROGNAME;   /* for ~/.editrc */
         rl_catch_signals = 0;   /* SIGINT is ours (see readline_line) */
         rl_attempted_completion_function = repl_complete;
-        rl_basic_word_break_characters = (char *)" \t\n\"'`@$><=;|&{(}),[]+-*/%^~#";
-        rl_completer_word_break_characters = rl_basic_word_break_characters;
-        /* a second Tab lists the candidates even right after a partial completion
-         * (torch.ra<Tab> gives torch.rand, <Tab> lists rand randint randn); an inputrc
-         * may say otherwise */
-        rl_variable_bind("show-all-if-unmodified", "on");
+        static char word_breaks[] = " \t\n\"'`@$><=;|&{(}),[]+-*/%^~#";
+        rl_basic_word_break_characters = word_breaks;
+        rl_completer_word_break_characters = word_breaks;
+        rl_initialize();
         init_history();
         /* between statements (compiling, printing) Ctrl-C is noted, not fatal */
         memset(&sa, 0, sizeof sa);
@@ -644,6 +689,7 @@ static void doREPL(lua_State *L) {
             report(L, status);
     }
     lua_settop(L, 0);
+    use_color = 0;
     if (use_readline) {
         fputs("\n", stdout);
         fflush(stdout);

@@ -8,7 +8,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 
-#include <readline/readline.h>
+#include <editline/readline.h>
 
 #include "dplua_complete.h"
 

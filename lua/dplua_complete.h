@@ -6,7 +6,7 @@
 
 /* The state whose globals and values completion reads; NULL frees what it kept. */
 void repl_completion_state(lua_State *L);
-/* readline's rl_attempted_completion_function. */
+/* rl_attempted_completion_function of libedit's readline interface. */
 char **repl_complete(const char *text, int start, int end);
 
 #endif

@@ -9,10 +9,25 @@
 
 /* ------------------------------------------------------------------ errors and userdata */
 
-/* Whether a chunk is part of dplua's own Lua library (as torch.options' error judges). */
-static bool library_source(const char *src)
+/* Where the library's Lua chunks say they come from: "lua/" (the embedded sources' own
+ * names) or, when the sources are found on disk, that folder's absolute path (dplua_lib.c). */
+static const char *library_root = "lua/";
+
+void lt_set_library_root(const char *root) { library_root = root; }
+
+static bool under(const char *src, const char *root)
 {
-    return strncmp(src, "@lua/nn/", 8) == 0 || strncmp(src, "@lua/optim/", 11) == 0 || strncmp(src, "@lua/torch/", 11) == 0;
+    size_t n = strlen(root);
+    if (strncmp(src, root, n) != 0) return false;
+    src += n;
+    return strncmp(src, "nn/", 3) == 0 || strncmp(src, "optim/", 6) == 0 || strncmp(src, "torch/", 6) == 0;
+}
+
+/* Whether a chunk is part of dplua's own Lua library (as torch.options' error judges). */
+bool lt_library_source(const char *src)
+{
+    if (*src++ != '@') return false;
+    return under(src, "lua/") || under(src, library_root);
 }
 
 /* Raises the engine's message at the line of the first caller outside the library, so an
@@ -23,7 +38,7 @@ int lt_raise(lua_State *L)
     lua_Debug ar;
     bool where = false;
     for (int level = 1; !where && lua_getstack(L, level, &ar); level++) {
-        if (!lua_getinfo(L, "Sl", &ar) || *ar.what == 'C' || library_source(ar.source)) continue;
+        if (!lua_getinfo(L, "Sl", &ar) || *ar.what == 'C' || lt_library_source(ar.source)) continue;
         if (ar.currentline <= 0) break;
         lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
         where = true;

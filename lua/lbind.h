@@ -17,6 +17,10 @@
 
 /* Raises dp_last_error() as a Lua error (never returns). */
 int lt_raise(lua_State *L);
+/* whether a chunk name (ar.source) is one of dplua's own Lua files; the folder they are
+ * named after when found on disk (an absolute path ending in '/'; kept, not copied) */
+bool lt_library_source(const char *src);
+void lt_set_library_root(const char *root);
 
 /* ------------------------------------------------------------------ tensor userdata */
 

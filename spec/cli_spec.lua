@@ -402,8 +402,9 @@ describe('the dplua REPL on a terminal', function()
     return s
   end
 
-  local function start()
-    local env = ('env DPLUA_HISTORY=%s LUA_CPATH=%s TERM=xterm'):format(q(history), q(os.getenv('LUA_CPATH') or ''))
+  local function start(extra_env)
+    local env = ('env -u NO_COLOR -u DPLUA_COLOR DPLUA_HISTORY=%s LUA_CPATH=%s TERM=xterm %s'):format(q(history),
+      q(os.getenv('LUA_CPATH') or ''), extra_env or '')
     tmux(('new-session -d -s %s -x 150 -y 50 %s'):format(session, q(env .. ' ' .. q(BIN))))
     expect('> ')
   end
@@ -428,6 +429,41 @@ describe('the dplua REPL on a terminal', function()
     type_text('torch.ones(2)')
     keys('Enter')
     expect('tensor([1., 1.])')
+  end)
+
+  -- the screen with its colours (tmux writes them as SGR sequences)
+  local function colored_screen()
+    local p = io.popen('tmux -L ' .. socket .. ' capture-pane -e -p -J -t ' .. session .. ' 2>/dev/null')
+    local s = p:read('a')
+    p:close()
+    return s
+  end
+
+  it('colours results and errors on a terminal, and not with NO_COLOR', function()
+    type_text('6 * 7')
+    keys('Enter')
+    expect('\n42\n')
+    type_text('error("boom")')
+    keys('Enter')
+    expect('boom')
+    local s = colored_screen()
+    assert.truthy(s:find('\27%[[0-9;]*36m42'), s)
+    assert.truthy(s:find('\27%[[0-9;]*31m[^\n]*boom'), s)
+    keys('C-d')
+    local t0 = os.time()
+    while tmux('has-session -t ' .. session) and os.time() - t0 < 10 do os.execute('sleep 0.1') end
+    start('NO_COLOR=1')
+    type_text('6 * 7')
+    keys('Enter')
+    expect('\n42\n')
+    s = colored_screen()
+    assert.falsy(s:find('\27%[[0-9;]*36m'), s)
+  end)
+
+  it('answers ?name with the docs', function()
+    type_text('?torch.randn')
+    keys('Enter')
+    expect('see doc/tensor.md, "Creating tensors"')
   end)
 
   it('completes table fields after a dot', function()
@@ -530,9 +566,12 @@ describe('the dplua REPL on a terminal', function()
     keys('C-d')
     local t0 = os.time()
     while slurp(history) == '' and os.time() - t0 < 10 do os.execute('sleep 0.1') end
-    local h = slurp(history)
+    -- libedit's file format: one entry a line, spaces and newlines escaped as \040, \012
+    local h = slurp(history):gsub('\\(%d%d%d)', function(o) return string.char(tonumber(o, 8)) end)
     assert.truthy(h:find('x = 123', 1, true), h)
     assert.truthy(h:find('x * 1000', 1, true), h)
+    local _, n = h:gsub('x = 123', '')
+    assert.are.equal(1, n, h)   -- each statement once
   end)
 
   it('brings a multi-line statement back as one history entry in the next session', function()

@@ -5,13 +5,36 @@
 -- evaluated.  A line whose comment says `--> error` must raise.  A block that needs
 -- several processes (init_process_group) is reported as "skip".  Prints "ok PAGE:N",
 -- "skip PAGE:N: why" or "FAIL PAGE:N: message" per block; exits 1 if any failed.
-local page = assert(arg[1], 'usage: dplua tools/docblocks.lua PAGE.md')
+--
+-- `lua5.4 tools/docblocks.lua --stock PAGE.md` runs, in the stock interpreter, only the
+-- blocks that the page says run there: a line `<!-- this page runs in stock lua5.4 -->`
+-- marks the whole page, `<!-- runs in stock lua5.4 -->` just before a block that block;
+-- `... lua5.4 after require: torch, nn -->` first requires those modules into globals of
+-- the same names (as the page's prose tells a reader to).
+local stock = arg[1] == '--stock'
+local page = assert(arg[stock and 2 or 1], 'usage: dplua tools/docblocks.lua [--stock] PAGE.md')
 local f = assert(io.open(page))
 local text = f:read('a')
 f:close()
 
 local env = setmetatable({}, { __index = _G })
 local failed = 0
+
+-- the modules a marker asks for, or nil when s holds none
+local function marker(s, whole_page)
+  local rest = s:match('<!%-%- ' .. (whole_page and 'this page runs' or 'runs') .. ' in stock lua5%.4(.-)%-%->')
+  if not rest then return nil end
+  local mods = {}
+  for m in (rest:match('after require:(.*)') or ''):gmatch('[%w_%.]+') do mods[#mods + 1] = m end
+  return mods
+end
+local page_mods = marker(text, true)
+local ready = {}
+local function prepare(mods)
+  for _, m in ipairs(mods or {}) do
+    if not ready[m] then rawset(env, m, require(m)); ready[m] = true end
+  end
+end
 
 local function run_lines(src)
   local buf = ''
@@ -36,9 +59,12 @@ local function run_lines(src)
 end
 
 local n = 0
-for code in text:gmatch('```lua\n(.-)```') do
+for before, code in text:gmatch('([^\n]*)\n```lua\n(.-)```') do
   n = n + 1
   local ok, e
+  local mods = marker(before) or page_mods
+  if stock and not mods then goto continue end
+  if stock then prepare(mods) end
   if code:find('init_process_group', 1, true) or code:find('DistributedDataParallel', 1, true) then
     print(('skip %s:%d: needs several processes (mpirun)'):format(page, n))
     goto continue

@@ -120,6 +120,11 @@ for _, name in ipairs({ 'save', 'load', 'save_npy', 'load_npy' }) do
   end
 end
 
+-- help(x): a line of usage from the docs (lua/torch/help.lua); dplua makes it a global
+function torch.help(...)
+  return require('torch.help')(...)
+end
+
 require('torch.creation').install(torch)
 require('torch.composite').install(torch)
 require('torch.habits').install(torch)

@@ -9,15 +9,13 @@ options.none = setmetatable({}, { __tostring = function() return '<none>' end })
 
 -- Raises msg with the position of the first caller outside the library, so that an error
 -- about a bad argument points at the line of the program that passed it.
+local library_source = require('torch._C').library_source
 function options.error(msg)
   local level = 2
   while true do
     local info = debug.getinfo(level, 'S')
     if info == nil then level = 0; break end
-    local src = info.source
-    if info.what ~= 'C' and not (src:find('^@lua/nn/') or src:find('^@lua/optim/') or src:find('^@lua/torch/')) then
-      break
-    end
+    if info.what ~= 'C' and not library_source(info.source) then break end
     level = level + 1
   end
   error(msg, level)

@@ -23,6 +23,17 @@ function M.install(torch)
     return table.unpack(r, 2, r.n)
   end
 
+  -- The engine's own draws, called by the wrappers below when no generator is given: their
+  -- errors name the public function (the engine names a function after the variable that
+  -- called it, here a local) and point at the caller's line, not at this file.
+  local function raise_as(who, ok, ...)
+    if ok then return ... end
+    local msg = tostring((...)):gsub('^[^:]*:%d+: ', '')
+    msg = msg:gsub("^torch%.?[%w_]*: ", who .. ': '):gsub("^bad argument #(%d+) to '[^']*'", "bad argument #%1 to '" .. who .. "'")
+    options.error(msg)
+  end
+  local function call_engine(who, f, ...) return raise_as(who, pcall(f, ...)) end
+
   local function is_opts(v)
     return type(v) == 'table' and getmetatable(v) == nil and not torch.is_tensor(v) and v[1] == nil
   end
@@ -62,7 +73,7 @@ function M.install(torch)
     torch[name] = function(...)
       local n = select('#', ...)
       local last = n > 0 and select(n, ...) or nil
-      if not is_opts(last) or last.generator == nil then return orig(...) end
+      if not is_opts(last) or last.generator == nil then return call_engine('torch.' .. name, orig, ...) end
       local args = table.pack(...)
       local o, gen, rg = split(last)
       args[n] = o
@@ -94,7 +105,7 @@ function M.install(torch)
     torch.randint = function(...)
       local n = select('#', ...)
       local last = n > 0 and select(n, ...) or nil
-      if not is_opts(last) or last.generator == nil then return orig(...) end
+      if not is_opts(last) or last.generator == nil then return call_engine('torch.randint', orig, ...) end
       local args = table.pack(...)
       local o, gen, rg = split(last)
       local low, high, sizes
@@ -123,7 +134,7 @@ function M.install(torch)
   do
     local orig = torch.randperm
     torch.randperm = function(n, opts)
-      if not is_opts(opts) or opts.generator == nil then return orig(n, opts) end
+      if not is_opts(opts) or opts.generator == nil then return call_engine('torch.randperm', orig, n, opts) end
       if math.type(n) ~= 'integer' or n < 0 then fail(2, 'torch.randperm: n must be a non-negative integer, got %s', tostring(n)) end
       local o, gen, rg = split(opts)
       local seed, offset = stream('torch.randperm', gen, n)
@@ -137,11 +148,26 @@ function M.install(torch)
 
   local function is_float(t) return t.dtype == 'float32' or t.dtype == 'float64' end
 
+  -- opts may hold only the keys of allowed (and generator); else an error naming them
+  local function only(who, opts, allowed)
+    for k, v in pairs(opts) do
+      local ok = k == 'generator'
+      for _, a in ipairs(allowed) do ok = ok or k == a end
+      if not ok then
+        local known = { 'generator', table.unpack(allowed) }
+        table.sort(known)
+        options.error(('%s: unknown option %s = %s (the options are %s)'):format(who, tostring(k),
+          options.show(v), table.concat(known, ', ')))
+      end
+    end
+  end
+
   -- t:name(positional..., [opts]) with defaults; the options may also name the settings
-  local function settings(args, names, defaults)
+  local function settings(who, args, names, defaults)
     local n = args.n
     local opts = {}
     if n > 0 and is_opts(args[n]) then opts = args[n]; n = n - 1 end
+    only(who, opts, names)
     local v = {}
     for i, name in ipairs(names) do
       if i <= n and args[i] ~= nil then v[name] = args[i]
@@ -154,15 +180,15 @@ function M.install(torch)
   local orig_uniform, orig_normal = Tensor.uniform_, Tensor.normal_
   function Tensor.uniform_(t, ...)
     local args = table.pack(...)
-    local v, gen = settings(args, { 'from', 'to' }, { 0, 1 })
-    if gen == nil then return orig_uniform(t, v.from, v.to) end
+    local v, gen = settings('uniform_', args, { 'from', 'to' }, { 0, 1 })
+    if gen == nil then return call_engine('uniform_', orig_uniform, t, v.from, v.to) end
     return fill('uniform_', t, UNIFORM, v.from, v.to, gen)
   end
 
   function Tensor.normal_(t, ...)
     local args = table.pack(...)
-    local v, gen = settings(args, { 'mean', 'std' }, { 0, 1 })
-    if gen == nil then return orig_normal(t, v.mean, v.std) end
+    local v, gen = settings('normal_', args, { 'mean', 'std' }, { 0, 1 })
+    if gen == nil then return call_engine('normal_', orig_normal, t, v.mean, v.std) end
     return fill('normal_', t, NORMAL, v.mean, v.std, gen)
   end
 
@@ -174,7 +200,7 @@ function M.install(torch)
 
   -- exponential_(lambd=1): -log(1 - u) / lambd
   function Tensor.exponential_(t, ...)
-    local v, gen = settings(table.pack(...), { 'lambd' }, { 1 })
+    local v, gen = settings('exponential_', table.pack(...), { 'lambd' }, { 1 })
     if not is_float(t) then fail(2, 'exponential_: expected a floating point tensor, got %s', t.dtype) end
     if type(v.lambd) ~= 'number' or not (v.lambd > 0) then
       fail(2, 'exponential_: expects lambda > 0.0, but found lambda=%s', tostring(v.lambd))
@@ -198,7 +224,7 @@ function M.install(torch)
 
   -- bernoulli_(p=0.5): 1 with probability p (a number, or a tensor broadcast to t's shape)
   function Tensor.bernoulli_(t, ...)
-    local v, gen = settings(table.pack(...), { 'p' }, { 0.5 })
+    local v, gen = settings('bernoulli_', table.pack(...), { 'p' }, { 0.5 })
     check_p('bernoulli_', v.p, 2)
     local u = uniforms('bernoulli_', t, gen)
     local p = torch.is_tensor(v.p) and v.p:to { dtype = 'float64', device = t.device } or v.p
@@ -210,7 +236,11 @@ function M.install(torch)
   function Tensor.random_(t, ...)
     local args = table.pack(...)
     local gen
-    if args.n > 0 and is_opts(args[args.n]) then gen = args[args.n].generator; args.n = args.n - 1 end
+    if args.n > 0 and is_opts(args[args.n]) then
+      only('random_', args[args.n], {})
+      gen = args[args.n].generator
+      args.n = args.n - 1
+    end
     local from, to
     if args.n >= 2 then from, to = args[1], args[2]
     elseif args.n == 1 then from, to = 0, args[1]
@@ -231,6 +261,7 @@ function M.install(torch)
   function torch.bernoulli(p, q, opts)
     if is_opts(q) then q, opts = nil, q end
     if not torch.is_tensor(p) then fail(2, 'torch.bernoulli: expected a tensor of probabilities, got %s', type(p)) end
+    only('torch.bernoulli', opts or {}, {})
     local gen = opts and opts.generator
     if q ~= nil then return torch.empty_like(p):bernoulli_(q, { generator = gen }) end
     check_p('torch.bernoulli', p, 2)
@@ -242,6 +273,7 @@ function M.install(torch)
   -- numbers (then size is needed); differentiable in mean and std, as PyTorch
   function torch.normal(mean, std, size, opts)
     if is_opts(size) then size, opts = nil, size end
+    only('torch.normal', opts or {}, { 'dtype', 'device', 'requires_grad' })
     local o, gen = split(opts or {})
     local mt, st = torch.is_tensor(mean), torch.is_tensor(std)
     if not mt and type(mean) ~= 'number' then fail(2, 'torch.normal: mean must be a tensor or a number, got %s', type(mean)) end
@@ -271,11 +303,7 @@ function M.install(torch)
     if math.type(n) ~= 'integer' then fail(2, '%s: num_samples must be an integer, got %s', who, tostring(n)) end
     opts = opts or {}
     if type(opts) ~= 'table' then fail(2, '%s: options must be a table, got %s', who, type(opts)) end
-    for k in pairs(opts) do
-      if k ~= 'replacement' and k ~= 'generator' then
-        fail(2, '%s: unknown option %s (the options are generator, replacement)', who, tostring(k))
-      end
-    end
+    only(who, opts, { 'replacement' })
     local replacement = opts.replacement and true or false
     local rows = probs:dim() == 2 and probs:size(1) or 1
     local cats = probs:dim() >= 1 and probs:size(probs:dim()) or 0

@@ -2,9 +2,37 @@
 -- objects with a __tostring print as themselves; plain tables print as Lua tables
 -- (`{1, 2, x = {3}}`), nested up to `depth` levels and `items` entries per table, on one
 -- line when short and indented otherwise.  The first result is kept in the global `_`.
+-- With M.color set (the dplua program sets it on a terminal, see doc/cli.md) numbers,
+-- strings, booleans and a tensor's header are coloured; M.paint colours error messages.
 local torch = require 'torch'
 
-local M = { depth = 3, items = 40, width = 78 }
+local M = { depth = 3, items = 40, width = 78, color = false }
+
+-- ANSI colours by kind of value
+local COLORS = {
+  number = '\27[36m', string = '\27[32m', boolean = '\27[35m', ['nil'] = '\27[35m',
+  tensor = '\27[1;34m', meta = '\27[2m', error = '\27[31m',
+}
+local RESET = '\27[0m'
+
+-- s in the colour of kind, when colour is on
+function M.paint(kind, s)
+  if not M.color or not COLORS[kind] then return s end
+  return COLORS[kind] .. s .. RESET
+end
+
+-- a printed value in colour: the kind of a plain value, or a tensor's `tensor(` and its
+-- dtype/device/grad settings
+local function colored(v, text)
+  if not M.color then return text end
+  if torch.is_tensor(v) then
+    text = text:gsub('^tensor%(', M.paint('tensor', 'tensor') .. '(')
+    return (text:gsub(', ((%a[%w_]*)=[^,%)]*)', function(kv, k)
+      if k == 'dtype' or k == 'device' or k == 'requires_grad' or k == 'grad_fn' then return ', ' .. M.paint('meta', kv) end
+    end))
+  end
+  return M.paint(type(v), text)
+end
 
 local function key_str(k)
   if type(k) == 'string' and k:match('^[%a_][%w_]*$') then return k end
@@ -81,7 +109,7 @@ function M.show(...)
   local out = {}
   for i = 1, n do
     local v = select(i, ...)
-    out[i] = plain(v) and render(v, 1, {}, '') or tostring(v)
+    out[i] = plain(v) and render(v, 1, {}, '') or colored(v, tostring(v))
   end
   print(table.concat(out, '\t'))
 end

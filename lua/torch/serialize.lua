@@ -20,6 +20,17 @@ local function check_path(who, path, argn)
   if path == '' then error(who .. ': the file name is empty', 3) end
 end
 
+-- an argument after the ones who takes: PyTorch habits (map_location=) are refused, not
+-- ignored
+local function no_more(who, n, ...)
+  if select('#', ...) > 0 and (...) ~= nil then
+    local extra = (...)
+    local what = type(extra) == 'table' and next(extra) ~= nil and ('option ' .. tostring(next(extra))) or type(extra)
+    error(('%s: unexpected argument %d (%s): %s takes no options (tensors load on the CPU; ' ..
+      'move them with :to())'):format(who, n + 1, what, who), 3)
+  end
+end
+
 -- torch.save(path, value [, metadata]): value is a table of name to tensor (a module's
 -- state_dict(), or a module itself), or any nesting of tables of tensors, numbers, strings
 -- and booleans (modules inside become their state_dicts); metadata maps strings to strings
@@ -57,8 +68,9 @@ end
 
 -- torch.load(path) -> what torch.save wrote (a table of name to tensor, or the checkpoint's
 -- nested table), with tensors on the CPU, and the file's metadata (or nil).
-function serialize.load(path)
+function serialize.load(path, ...)
   check_path('torch.load', path, 1)
+  no_more('torch.load', 1, ...)
   local tbl, meta = call('torch.load', C.load_safetensors, path)
   local tree = meta and meta[checkpoint.TREE_KEY]
   if tree then
@@ -82,8 +94,9 @@ function serialize.save_npy(path, t)
 end
 
 -- torch.load_npy(path) -> a CPU tensor.
-function serialize.load_npy(path)
+function serialize.load_npy(path, ...)
   check_path('torch.load_npy', path, 1)
+  no_more('torch.load_npy', 1, ...)
   return (call('torch.load_npy', C.load_npy, path))
 end
 
