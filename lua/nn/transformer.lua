@@ -17,7 +17,7 @@ local M = {}
 
 local function check_float(who, what, x)
   utils.check_tensor(who, x, what)
-  if x.dtype ~= 'float32' and x.dtype ~= 'float64' then
+  if not torch.FLOAT_DTYPES[x.dtype] then
     utils.error(('%s: %s must be a floating point tensor, got %s'):format(who, what, x.dtype))
   end
 end

@@ -32,6 +32,10 @@ torch.float32, torch.float = 'float32', 'float32'
 torch.float64, torch.double = 'float64', 'float64'
 torch.int64, torch.long = 'int64', 'int64'
 torch.bool = 'bool'
+torch.float16, torch.half = 'float16', 'float16'
+torch.bfloat16 = 'bfloat16'
+-- the floating point dtypes (float16 and bfloat16 compute in float32 inside)
+torch.FLOAT_DTYPES = { float32 = true, float64 = true, float16 = true, bfloat16 = true }
 
 -- ------------------------------------------------------------------ classes
 

@@ -135,7 +135,7 @@ function M.install(torch)
 
   -- ---------------------------------------------------------------- in-place draws
 
-  local function is_float(t) return t.dtype == 'float32' or t.dtype == 'float64' end
+  local function is_float(t) return torch.FLOAT_DTYPES[t.dtype] == true end
 
   -- t:name(positional..., [opts]) with defaults; the options may also name the settings
   local function settings(args, names, defaults)
