@@ -231,3 +231,159 @@ describe('float16 and bfloat16 compute', function()
     end)
   end
 end)
+
+describe('torch.autocast', function()
+  local A = F.autocast
+  local F_ = nn.functional
+  local function T(v) return torch.tensor(v) end
+  local dev_type = device.is_cuda and 'cuda' or 'cpu'
+
+  it('runs linear, mm and conv2d in bfloat16 and the loss in float32, with PyTorch 1.13\'s values', function()
+    local x, w1, b1, w2 = T(A.x), T(A.w1), T(A.b1), T(A.w2)
+    local r = torch.autocast(dev_type, { dtype = torch.bfloat16 }, function()
+      local h = F_.linear(x, w1, b1)
+      local o = F_.linear(F_.relu(h), w2)
+      return { h = h, o = o, loss = F_.cross_entropy(o, torch.tensor(A.target)), softmax = torch.softmax(o, 2),
+               mm = torch.mm(x, w1:t()), conv = F_.conv2d(T(A.img), T(A.kern)) }
+    end)
+    assert.are.equal(A.h_dtype, r.h.dtype)
+    assert.are.equal(A.o_dtype, r.o.dtype)
+    assert.are.equal(A.mm_dtype, r.mm.dtype)
+    assert.are.equal(A.conv_dtype, r.conv.dtype)
+    assert.are.equal(A.loss_dtype, r.loss.dtype)
+    assert.are.equal('float32', r.softmax.dtype)   -- the CUDA list; PyTorch's CPU list keeps bfloat16
+    close(A.h, r.h:double():tolist(), 'bfloat16', 1, 'linear')
+    close(A.o, r.o:double():tolist(), 'bfloat16', 1, 'second linear')
+    close(A.mm, r.mm:double():tolist(), 'bfloat16', 1, 'mm')
+    close(A.conv_f32, r.conv:double():tolist(), 'bfloat16', 1, 'conv2d')
+    close(A.conv, r.conv:double():tolist(), 'bfloat16', 16, 'conv2d against PyTorch\'s oneDNN')
+    close({ A.loss }, { r.loss:item() }, 'bfloat16', 1, 'cross_entropy')
+    close(A.softmax, r.softmax:double():tolist(), 'bfloat16', 1, 'softmax')
+  end)
+
+  it('is a to-be-closed scope too, nests, and is restored after an error', function()
+    local x = torch.randn(2, 3)
+    assert.is_false(torch.is_autocast_enabled(dev_type))
+    do
+      local ac <close> = torch.autocast(dev_type, { dtype = 'float16' })
+      assert.is_true(torch.is_autocast_enabled(dev_type))
+      assert.are.equal('float16', torch.matmul(x, x:t()).dtype)
+      assert.are.equal('float32', x:half():sum().dtype)
+      assert.are.equal('float32', F_.log_softmax(x:half(), 2).dtype)
+      torch.autocast(dev_type, { enabled = false }, function()
+        assert.are.equal('float32', torch.matmul(x, x:t()).dtype)
+      end)
+      torch.autocast(dev_type, { dtype = 'bfloat16' }, function()
+        assert.are.equal('bfloat16', x:mm(x:t()).dtype)
+      end)
+      assert.are.equal('float16', x:matmul(x:t()).dtype)
+      assert.are.equal('float64', x:double():matmul(x:double():t()).dtype)   -- float64 is left alone
+      assert.are.equal('float32', x:exp().dtype)                           -- not on a list: as given
+    end
+    assert.is_false(torch.is_autocast_enabled(dev_type))
+    local ok, e = pcall(torch.autocast, dev_type, function() error('boom') end)
+    assert.is_false(ok)
+    assert.truthy(tostring(e):find('boom', 1, true))
+    assert.is_false(torch.is_autocast_enabled(dev_type))
+    assert.are.equal('float32', torch.matmul(x, x:t()).dtype)
+  end)
+
+  it('gives gradients in the parameters\' dtype through the casts', function()
+    local m = nn.Linear(4, 2)
+    local x = torch.randn(3, 4)
+    local loss = torch.autocast(dev_type, function() return m(x):float():pow(2):mean() end)
+    loss:backward()
+    assert.are.equal('float32', m.weight.grad.dtype)
+    local ref = (nn.functional.linear(x:to(torch.get_autocast_dtype(dev_type)), m.weight:to(torch.get_autocast_dtype(dev_type)),
+                                      m.bias:to(torch.get_autocast_dtype(dev_type))):float() ^ 2):mean()
+    close({ ref:item() }, { loss:item() }, torch.get_autocast_dtype(dev_type), 1, 'loss')
+  end)
+
+  it('casts at the entry of scaled_dot_product_attention', function()
+    local q = torch.randn(1, 2, 4)
+    local o = torch.autocast(dev_type, { dtype = 'bfloat16' }, function()
+      return nn.functional.scaled_dot_product_attention(q, q, q)
+    end)
+    assert.are.equal('bfloat16', o.dtype)
+  end)
+
+  it('names bad arguments', function()
+    expect_error(function() torch.autocast('tpu') end, "device_type must be 'cpu' or 'cuda', got tpu")
+    expect_error(function() torch.autocast('cpu', { dtype = 'float64' }) end, 'dtype must be float16 or bfloat16, got float64')
+    expect_error(function() torch.autocast('cpu', { dtyp = 'float16' }) end, "unknown option 'dtyp'")
+    expect_error(function() torch.autocast('cpu', { enabled = 1 }) end, 'enabled must be a boolean')
+  end)
+end)
+
+describe('GradScaler', function()
+  -- one parameter p (loss = sum(p * x)) so the gradients are known: grad = x * scale
+  local function setup(opts)
+    local p = nn.Parameter(torch.tensor({ 1.0, 2.0 }))
+    local opt = torch.optim.SGD({ p }, { lr = 0.5 })
+    return p, opt, torch.amp.GradScaler(opts)
+  end
+
+  it('scales the loss, unscales the gradients and steps (init_scale 2^16)', function()
+    local p, opt, scaler = setup()
+    assert.are.equal(65536, scaler:get_scale())
+    local loss = (p * torch.tensor({ 3.0, -1.0 })):sum()
+    local scaled = scaler:scale(loss)
+    assert.are.equal(65536 * loss:item(), scaled:item())
+    scaled:backward()
+    assert.are.same({ 3 * 65536, -65536 }, p.grad:tolist())
+    scaler:step(opt)
+    assert.are.same({ 3, -1 }, p.grad:tolist())            -- unscaled in place
+    assert.are.same({ 1 - 1.5, 2 + 0.5 }, p:tolist())      -- p - lr * grad
+    scaler:update()
+    assert.are.equal(65536, scaler:get_scale())
+  end)
+
+  it('skips the step and halves the scale when a gradient is inf or NaN', function()
+    for _, bad in ipairs { math.huge, 0 / 0 } do
+      local p, opt, scaler = setup({ init_scale = 8.0 })
+      scaler:scale((p * torch.tensor({ bad, 1.0 })):sum()):backward()
+      assert.is_nil(scaler:step(opt))
+      assert.are.same({ 1, 2 }, p:tolist())                -- not stepped
+      scaler:update()
+      assert.are.equal(4, scaler:get_scale())
+      assert.are.equal(0, scaler:state_dict()._growth_tracker)
+    end
+  end)
+
+  it('doubles the scale after growth_interval clean steps, unscale_ before step for clipping', function()
+    local p, opt, scaler = setup({ init_scale = 4.0, growth_interval = 3, growth_factor = 2.0, backoff_factor = 0.25 })
+    local scales = {}
+    for i = 1, 7 do
+      opt:zero_grad()
+      scaler:scale((p * torch.tensor({ 1.0, i == 5 and math.huge or 1.0 })):sum()):backward()
+      scaler:unscale_(opt)
+      if i ~= 5 then assert.are.same({ 1, 1 }, p.grad:tolist()) end
+      scaler:step(opt)
+      scaler:update()
+      scales[i] = scaler:get_scale()
+    end
+    -- 3 clean steps: x2; step 5 inf: x0.25 and the count restarts; 2 more clean: no growth yet
+    assert.are.same({ 4, 4, 8, 8, 2, 2, 2 }, scales)
+    expect_error(function() scaler:unscale_(opt); scaler:unscale_(opt) end, 'unscale_() has already been called')
+  end)
+
+  it('saves and loads its state; disabled, it passes everything through', function()
+    local _, _, scaler = setup({ init_scale = 1024.0, growth_interval = 10 })
+    local sd = scaler:state_dict()
+    assert.are.same({ scale = 1024, growth_factor = 2, backoff_factor = 0.5, growth_interval = 10, _growth_tracker = 0 }, sd)
+    local other = torch.cuda.amp.GradScaler()
+    other:load_state_dict(sd)
+    assert.are.equal(1024, other:get_scale())
+    local p, opt, off = setup({ enabled = false })
+    local loss = (p * torch.tensor({ 2.0, 2.0 })):sum()
+    assert.are.equal(loss, off:scale(loss))
+    loss:backward()
+    off:step(opt)
+    off:update()
+    assert.are.same({ 0, 1 }, p:tolist())
+    assert.are.equal(1, off:get_scale())
+    assert.are.same({}, off:state_dict())
+    expect_error(function() torch.amp.GradScaler({ growth_factor = 0.5 }) end, 'growth_factor should be > 1')
+    expect_error(function() torch.amp.GradScaler({ init_scal = 1 }) end, "unknown option 'init_scal'")
+  end)
+end)

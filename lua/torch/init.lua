@@ -153,6 +153,7 @@ function Generator:initial_seed() return self.seed end
 
 -- the random draws with a generator= option (torch.rand ..., t:uniform_ ..., multinomial)
 require('torch.random').install(torch)
+require('torch.amp').install(torch)
 
 -- the module, or nil when this build doesn't have it
 local function load_module(name)
