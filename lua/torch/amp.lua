@@ -18,8 +18,10 @@ local DEFAULT_DTYPE = { cpu = 'bfloat16', cuda = 'float16' }
 local state = { cpu = { enabled = false, dtype = 'bfloat16' }, cuda = { enabled = false, dtype = 'float16' } }
 local active = 0        -- how many device types have autocast on (the wrappers' fast path)
 
+local set_swapped   -- below: puts the torch and Tensor wrappers in place while a scope is on
 local function recount()
   active = (state.cpu.enabled and 1 or 0) + (state.cuda.enabled and 1 or 0)
+  set_swapped(active > 0)
 end
 
 local LOWER_OK = { float16 = true, bfloat16 = true }
@@ -94,11 +96,35 @@ local function wrap_names(tbl, names, lower)
   end
 end
 
--- Installs the casts into a table of functions (torch, torch.Tensor, nn.functional): called
+-- Installs the casts into a table of functions (nn.functional, the convolutions): called
 -- for each, before other code captures the functions.
 function M.install_ops(tbl)
   wrap_names(tbl, LOWER, true)
   wrap_names(tbl, FP32, false)
+end
+
+-- torch's and Tensor's functions (C functions) are swapped for their wrappers only while a
+-- scope is on: outside one they are called as they are, so an error still names the
+-- line that called them when that call is a tail call.
+local swaps, swapped = {}, false
+local function prepare_swaps(tbl, names, lower)
+  for _, name in ipairs(names) do
+    local fn = rawget(tbl, name)
+    if type(fn) == 'function' and not wrapped[fn] then
+      local w = wrap(fn, lower)
+      wrapped[w] = true
+      swaps[#swaps + 1] = { tbl = tbl, name = name, orig = fn, wrapper = w }
+    end
+  end
+end
+
+set_swapped = function(on)
+  if on == swapped then return end
+  swapped = on
+  for _, sw in ipairs(swaps) do
+    -- a function replaced since (by other code) is left alone
+    if rawget(sw.tbl, sw.name) == (on and sw.orig or sw.wrapper) then rawset(sw.tbl, sw.name, on and sw.wrapper or sw.orig) end
+  end
 end
 
 -- ------------------------------------------------------------------ torch.autocast
@@ -338,8 +364,10 @@ function M.install(t)
       autocast = function(opts, fn) return M.autocast('cuda', opts, fn) end,
     }
   end
-  M.install_ops(torch)
-  M.install_ops(torch.Tensor)
+  for _, tbl in ipairs { torch, torch.Tensor } do
+    prepare_swaps(tbl, LOWER, true)
+    prepare_swaps(tbl, FP32, false)
+  end
 end
 
 return M
