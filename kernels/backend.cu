@@ -640,6 +640,12 @@ static int cuda_synchronize(dp_device dev)
 
 /* ---------------------------------------------------------------- the backend */
 
+/* half.cu: float16/bfloat16 matrix products (the only user is this table) */
+extern "C" DP_CUDA_INTERNAL int dp_cuda_gemm_half(int dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                                                  double alpha, const void *a, int64_t lda, int64_t stride_a,
+                                                  const void *b, int64_t ldb, int64_t stride_b, double beta, void *c,
+                                                  int64_t ldc, int64_t stride_c, int64_t batch);
+
 static const dp_backend g_cuda_backend = {
     /* name                 */ "cuda",
     /* alloc                */ cuda_alloc,
@@ -685,6 +691,8 @@ static const dp_backend g_cuda_backend = {
     /* adadelta_step        */ dp_cuda_adadelta_step,
     /* gather_offsets       */ dp_cuda_gather_offsets,
     /* scatter_offsets      */ dp_cuda_scatter_offsets,
+    /* float16 / bfloat16 */
+    /* gemm_half            */ dp_cuda_gemm_half,
 };
 
 extern "C" const dp_backend *dp_cuda_backend_init(const dp_backend_host *host, int *device_count, char *err,

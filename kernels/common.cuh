@@ -11,6 +11,7 @@
 
 #include "cuda.h"
 #include "../src/opmath.h"
+#include "../src/half.h"
 
 /* Types of this library stay out of its exported symbols (with them, the template
  * instantiations over them). */
@@ -65,7 +66,7 @@ static inline unsigned int dp_grid_for(int64_t n, int threads)
 /* (the engine's dp_dtype_name is not linked into this library) */
 static inline const char *dp_cuda_dtype_name(int dt)
 {
-    static const char *const names[] = { "float32", "float64", "int64", "bool" };
+    static const char *const names[] = { "float32", "float64", "int64", "bool", "float16", "bfloat16" };
     return dt >= 0 && dt < DP_NDTYPES ? names[dt] : "unknown";
 }
 
@@ -77,6 +78,16 @@ template <> __device__ __forceinline__ bool dp_cvt<bool, int64_t>(int64_t v) { r
 /* floats to int64 as on the CPU: NaN and out of range give INT64_MIN (src/opmath.h) */
 template <> __device__ __forceinline__ int64_t dp_cvt<int64_t, float>(float v) { return dp_float_to_int64(v); }
 template <> __device__ __forceinline__ int64_t dp_cvt<int64_t, double>(double v) { return dp_float_to_int64(v); }
+/* float16 and bfloat16 elements (the copy and fill kernels store them; the other kernels
+ * see them converted to float32 by the engine, src/half.c): through float32, as PyTorch */
+struct dp_f16 { uint16_t bits; };
+struct dp_bf16 { uint16_t bits; };
+#define DP_HALF_CVT(H, FROM_F)                                                                                 \
+    template <> __device__ __forceinline__ H dp_cvt<H, float>(float v) { return H{ FROM_F(v) }; }               \
+    template <> __device__ __forceinline__ H dp_cvt<H, double>(double v) { return H{ FROM_F((float)v) }; }      \
+    template <> __device__ __forceinline__ H dp_cvt<H, int64_t>(int64_t v) { return H{ FROM_F((float)v) }; }
+DP_HALF_CVT(dp_f16, dp_float_to_f16)
+DP_HALF_CVT(dp_bf16, dp_float_to_bf16)
 
 /* Element `off` (in elements) of a buffer of runtime dtype dt, converted to C.  The switch
  * is uniform across a warp, so it costs a predicted branch, not divergence. */
@@ -86,6 +97,8 @@ template <typename C> __device__ __forceinline__ C dp_load(const void *p, int dt
     case DP_FLOAT32: return dp_cvt<C, float>(((const float *)p)[off]);
     case DP_FLOAT64: return dp_cvt<C, double>(((const double *)p)[off]);
     case DP_INT64: return dp_cvt<C, int64_t>(((const int64_t *)p)[off]);
+    case DP_FLOAT16: return dp_cvt<C, float>(dp_f16_to_float(((const uint16_t *)p)[off]));
+    case DP_BFLOAT16: return dp_cvt<C, float>(dp_bf16_to_float(((const uint16_t *)p)[off]));
     default: return dp_cvt<C, int64_t>((int64_t)(((const uint8_t *)p)[off] != 0));
     }
 }
@@ -97,6 +110,11 @@ template <typename C> __device__ __forceinline__ C dp_load(const void *p, int dt
      : (dt) == DP_INT64   ? F.template run<int64_t>()                                      \
      : (dt) == DP_BOOL    ? F.template run<bool>()                                         \
                           : dp_cuda_error("unsupported dtype %d", (int)(dt)))
+/* The same for the kernels that only store elements (copy, fill), float16 and bfloat16 too. */
+#define DP_DISPATCH_STORE(dt, F)                                                           \
+    ((dt) == DP_FLOAT16 ? F.template run<dp_f16>()                                         \
+     : (dt) == DP_BFLOAT16 ? F.template run<dp_bf16>()                                     \
+                           : DP_DISPATCH_OUT(dt, F))
 
 /* ---------------------------------------------------------------- strided offsets */
 

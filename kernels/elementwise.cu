@@ -160,6 +160,8 @@ static __global__ void where_kernel(dp_offsets<4> oc, int64_t n, O *out, const b
 template <typename T> static T host_cvt(double v) { return (T)v; }
 template <> bool host_cvt<bool>(double v) { return v != 0.0; }
 template <> int64_t host_cvt<int64_t>(double v) { return dp_float_to_int64(v); }
+template <> dp_f16 host_cvt<dp_f16>(double v) { return dp_f16{ dp_float_to_f16((float)v) }; }
+template <> dp_bf16 host_cvt<dp_bf16>(double v) { return dp_bf16{ dp_float_to_bf16((float)v) }; }
 
 struct DP_HIDDEN fill_launch {
     const dp_view *out;
@@ -183,7 +185,7 @@ struct DP_HIDDEN fill_launch {
 extern "C" int dp_cuda_fill(const dp_view *out, double value)
 {
     fill_launch f = { out, value };
-    return DP_DISPATCH_OUT(out->dtype, f);
+    return DP_DISPATCH_STORE(out->dtype, f);
 }
 
 struct DP_HIDDEN copy_launch {
@@ -213,7 +215,7 @@ extern "C" int dp_cuda_copy(const dp_view *out, const dp_view *in)
         return dp_cuda_error("CUDA copy kernel: views on cuda:%d and cuda:%d (the engine copies between devices)",
                              out->device.index, in->device.index);
     copy_launch f = { out, in };
-    return DP_DISPATCH_OUT(out->dtype, f);
+    return DP_DISPATCH_STORE(out->dtype, f);
 }
 
 struct DP_HIDDEN unary_launch {

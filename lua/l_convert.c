@@ -133,14 +133,14 @@ static int t_to(lua_State *L)
             if (lua_getfield(L, i, "dtype") != LUA_TNIL &&
                 (lua_type(L, -1) != LUA_TSTRING || dp_dtype_parse(lua_tostring(L, -1), &dt) != 0))
                 return luaL_error(L, "Tensor:to: option dtype: unknown dtype %s (expected float32, float64, "
-                                     "int64 or bool)", luaL_tolstring(L, -1, NULL));
+                                     "float16, bfloat16, int64 or bool)", luaL_tolstring(L, -1, NULL));
             lua_pop(L, 2);
             non_blocking = lt_optfield_bool(L, i, "non_blocking", false);
         } else if (lua_isboolean(L, i)) {
             non_blocking = lua_toboolean(L, i);
         } else if (lua_type(L, i) == LUA_TSTRING && dp_device_parse(lua_tostring(L, i), &dev) != 0) {
-            return luaL_argerror(L, i, lua_pushfstring(L, "'%s' is neither a dtype (float32, float64, int64, "
-                                                          "bool) nor a device (cpu, cpu:N, cuda, cuda:N)",
+            return luaL_argerror(L, i, lua_pushfstring(L, "'%s' is neither a dtype (float32, float64, float16, "
+                                                          "bfloat16, int64, bool) nor a device (cpu, cpu:N, cuda, cuda:N)",
                                                        lua_tostring(L, i)));
         } else if (lua_type(L, i) != LUA_TSTRING) {
             dev = lt_check_device(L, i);
@@ -166,8 +166,11 @@ static int t_float(lua_State *L) { dp_tensor *t = lt_check(L, 1); return convert
 static int t_double(lua_State *L) { dp_tensor *t = lt_check(L, 1); return convert(L, t, t->device, DP_FLOAT64, false); }
 static int t_long(lua_State *L) { dp_tensor *t = lt_check(L, 1); return convert(L, t, t->device, DP_INT64, false); }
 static int t_bool(lua_State *L) { dp_tensor *t = lt_check(L, 1); return convert(L, t, t->device, DP_BOOL, false); }
+static int t_half(lua_State *L) { dp_tensor *t = lt_check(L, 1); return convert(L, t, t->device, DP_FLOAT16, false); }
+static int t_bfloat16(lua_State *L) { dp_tensor *t = lt_check(L, 1); return convert(L, t, t->device, DP_BFLOAT16, false); }
 
-static const char *const type_names[DP_NDTYPES] = { "FloatTensor", "DoubleTensor", "LongTensor", "BoolTensor" };
+static const char *const type_names[DP_NDTYPES] = { "FloatTensor", "DoubleTensor", "LongTensor", "BoolTensor",
+                                                    "HalfTensor", "BFloat16Tensor" };
 
 /* t:type() is 'torch.FloatTensor' ('torch.cuda.FloatTensor' on CUDA); t:type(name) converts. */
 static int t_type(lua_State *L)
@@ -195,5 +198,5 @@ const luaL_Reg lt_convert_methods[] = {
     { "item", t_item }, { "tolist", t_tolist }, { "contiguous", t_contiguous },
     { "pin_memory", t_pin_memory }, { "is_pinned", t_is_pinned }, { "to", t_to }, { "cuda", t_cuda },
     { "cpu", t_cpu }, { "float", t_float }, { "double", t_double }, { "long", t_long },
-    { "bool", t_bool }, { "type", t_type }, { NULL, NULL }
+    { "bool", t_bool }, { "half", t_half }, { "bfloat16", t_bfloat16 }, { "type", t_type }, { NULL, NULL }
 };

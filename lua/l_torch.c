@@ -96,12 +96,12 @@ static create_opts check_opts(lua_State *L, int idx)
     if (lua_getfield(L, idx, "dtype") != LUA_TNIL) {
         if (lua_type(L, -1) != LUA_TSTRING) {
             const char *type = luaL_typename(L, -1), *value = luaL_tolstring(L, -1, NULL);
-            luaL_error(L, "%s: option dtype must be a string (float32, float64, int64 or bool), got %s %s",
+            luaL_error(L, "%s: option dtype must be a string (float32, float64, float16, bfloat16, int64 or bool), got %s %s",
                        function_name(L), type, value);
         }
         const char *s = lua_tostring(L, -1);
         if (dp_dtype_parse(s, &o.dtype) != 0)
-            luaL_error(L, "%s: option dtype: unknown dtype '%s' (expected float32, float64, int64 or bool)",
+            luaL_error(L, "%s: option dtype: unknown dtype '%s' (expected float32, float64, float16, bfloat16, int64 or bool)",
                        function_name(L), s);
         o.has_dtype = true;
     }

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "lbind.h"
+#include "../src/half.h"
 
 /* ------------------------------------------------------------------ errors and userdata */
 
@@ -235,7 +236,7 @@ dp_dtype lt_check_dtype(lua_State *L, int idx)
     const char *s = luaL_checkstring(L, idx);
     if (dp_dtype_parse(s, &dt) != 0)
         luaL_argerror(L, idx, lua_pushfstring(L, "unknown dtype '%s' (expected float32, float64, "
-                                                 "int64 or bool)", s));
+                                                 "float16, bfloat16, int64 or bool)", s));
     return dt;
 }
 
@@ -416,6 +417,8 @@ void lt_pushelement(lua_State *L, dp_dtype dt, const void *elem)
     case DP_FLOAT32: lua_pushnumber(L, *(const float *)elem); break;
     case DP_FLOAT64: lua_pushnumber(L, *(const double *)elem); break;
     case DP_INT64: lua_pushinteger(L, *(const int64_t *)elem); break;
+    case DP_FLOAT16: lua_pushnumber(L, dp_f16_to_float(*(const uint16_t *)elem)); break;
+    case DP_BFLOAT16: lua_pushnumber(L, dp_bf16_to_float(*(const uint16_t *)elem)); break;
     default: lua_pushboolean(L, *(const bool *)elem); break;
     }
 }

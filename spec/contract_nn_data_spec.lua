@@ -216,12 +216,12 @@ describe('saving and loading contract', function()
     assert.are.equal('bool', t.c.dtype); assert.are.equal(true, t.c[1]); assert.are.equal(false, t.c[2])
     assert.are.equal('float64', t.d.dtype); assert.are.equal(0, t.d:dim()); assert.are.equal(2.25, t.d:item())
   end)
-  it('reads an F16 tensor as float32, names the file for an unknown dtype and for truncated data', function()
+  it('reads an F16 tensor as float16, names the file for an unknown dtype and for truncated data', function()
     local path = dir .. '/half.safetensors'
     local hdr = '{"a":{"dtype":"F16","shape":[1],"data_offsets":[0,2]}}'
     local f = assert(io.open(path, 'wb')); f:write(string.pack('<I8', #hdr), hdr, '\0\60'); f:close()
     local t = torch.load(path)
-    assert.are.equal('float32', t.a.dtype); assert.are.equal(1, t.a[1])   -- 0x3c00 is 1.0
+    assert.are.equal('float16', t.a.dtype); assert.are.equal(1, t.a[1])   -- 0x3c00 is 1.0
     path = dir .. '/complex.safetensors'
     hdr = '{"a":{"dtype":"C64","shape":[1],"data_offsets":[0,8]}}'
     f = assert(io.open(path, 'wb')); f:write(string.pack('<I8', #hdr), hdr, ('\0'):rep(8)); f:close()

@@ -332,8 +332,8 @@ describe('files shared with NumPy', function()
     expect_error(function() torch.load_npy(dir .. '/bad_bigendian.npy') end, 'bad_bigendian.npy', 'big-endian', '>f4')
     expect_error(function() torch.load_npy(dir .. '/bad_int32.npy') end, 'bad_int32.npy', "'<i4'")
     expect_error(function() torch.load_npy(dir .. '/bad_object.npy') end, 'bad_object.npy', "'|O'")
-    for _, t in pairs(torch.load(dir .. '/bad_f16.safetensors')) do   -- F16 is read, as float32
-      assert.are.equal('float32', t.dtype)
+    for _, t in pairs(torch.load(dir .. '/bad_f16.safetensors')) do   -- F16 is read, as float16
+      assert.are.equal('float16', t.dtype)
     end
     expect_error(function() torch.load(dir .. '/np_f32.npy') end, 'np_f32.npy', 'torch.load_npy')
   end)
@@ -654,7 +654,7 @@ describe("PyTorch's state_dict keys", function()
 end)
 
 describe('safetensors files with 16-bit floats and small integers', function()
-  it('reads F16 and BF16 as float32 and I8, I16, I32, U8 as int64, exactly', function()
+  it('reads F16 and BF16 as float16 and bfloat16 and I8, I16, I32, U8 as int64, exactly', function()
     local dir = tmpdir()
     local path = dir .. '/hf.safetensors'
     local py = io.popen(PYTHON .. [==[ -c "
@@ -681,12 +681,12 @@ print('ok')
     if out ~= 'ok\n' then rmdir(dir) pending('no NumPy for ' .. PYTHON) return end
     local t = torch.load(path)
     rmdir(dir)
-    assert.are.equal('float32', t.half.dtype)
+    assert.are.equal('float16', t.half.dtype)
     assert.are.same({ 1.5, -2.25, 65504, 6.103515625e-05, 5.960464477539063e-08, math.huge, 0 }, t.half:tolist())
     assert.are.equal(-math.huge, 1 / t.half[7])   -- -0.0 keeps its sign
     -- bfloat16 is float32's top half: values whose low 16 bits are zero come back exactly
     local brain = t.brain:tolist()
-    assert.are.equal('float32', t.brain.dtype)
+    assert.are.equal('bfloat16', t.brain.dtype)
     assert.are.same({ 1.5, -2.25 }, { brain[1], brain[2] })
     assert.are.equal(-7, brain[5])
     assert.are.same({ -128, 127, 0 }, t.i8:tolist())

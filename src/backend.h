@@ -163,6 +163,13 @@ typedef struct dp_backend {
     /* base[i + offs[i]] = src[i], or combined with it as mode (dp_scatter_mode) says; offsets
      * may repeat (COPY then writes one of the values); src has base's dtype */
     int (*scatter_offsets)(const dp_view *base, const dp_view *offs, const dp_view *src, int mode);
+    /* ---- float16 / bfloat16 (half.c): fill and copy store them; every other kernel gets
+     * float32 stand-ins from the engine, except these native ones (NULL: none).
+     * gemm_half: gemm's contract for dtype float16 or bfloat16, accumulating in float32. */
+    int (*gemm_half)(int dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                     double alpha, const void *a, int64_t lda, int64_t stride_a,
+                     const void *b, int64_t ldb, int64_t stride_b,
+                     double beta, void *c, int64_t ldc, int64_t stride_c, int64_t batch);
 } dp_backend;
 
 /* The backend registry (registry.c): the backend serving a device, or NULL with dp_error()
@@ -172,6 +179,25 @@ typedef struct dp_backend {
 const dp_backend *dp_backend_for(dp_device dev);
 int dp_backend_register(dp_device_type type, const dp_backend *b, int device_count, void *lib);
 extern const dp_backend dp_cpu_backend;
+
+/* half.c: the table that serves float16/bfloat16 operands of inner's kernels through
+ * float32 (the registry hands out this one), and the device-less kernels' calls. */
+const dp_backend *dp_half_backend(dp_device_type type, const dp_backend *inner);
+int dp_half_gemm(dp_device dev, int dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+                 const void *a, int64_t lda, int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
+                 double beta, void *c, int64_t ldc, int64_t stride_c, int64_t batch);
+typedef enum { DP_CONV_FORWARD = 0, DP_CONV_BACKWARD_INPUT, DP_CONV_BACKWARD_WEIGHT } dp_half_conv_kind;
+/* forward: (out, image, weight, bias); backward_input: (grad image, grad output, weight);
+ * backward_weight: (grad weight, grad output, image) */
+int dp_half_conv(dp_device dev, dp_half_conv_kind kind, int dtype, const dp_conv_geom *g, void *out, const void *x,
+                 const void *y, const void *bias);
+
+/* the optimizer updates, float32 inside for float16/bfloat16 parameters (state included) */
+int dp_half_sgd_step(dp_device dev, int dtype, int64_t n, void *param, const void *grad, void *buf, const dp_sgd_opts *o);
+int dp_half_adam_step(dp_device dev, int dtype, int64_t n, void *param, const void *grad, void *m, void *v,
+                      const dp_adam_opts *o);
+int dp_half_adadelta_step(dp_device dev, int dtype, int64_t n, void *param, const void *grad, void *square_avg,
+                          void *acc_delta, const dp_adadelta_opts *o);
 
 /* A view descriptor of a tensor. */
 dp_view dp_view_of(const dp_tensor *t);

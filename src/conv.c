@@ -87,15 +87,14 @@ static int conv_backward(dp_node *n, dp_tensor *grad, dp_tensor **gin)
     /* the image side I and the output side O of the underlying convolution */
     dp_tensor *I = transposed ? g : x, *O = transposed ? x : g;
     dp_conv_geom geom = geom_of(I, O, w, nd, groups, stride, pad, dilation);
-    const dp_backend *be = dp_backend_for(g->device);
     bool empty = dp_numel(I) == 0 || dp_numel(O) == 0;
     int rc = 0;
     if (DP_NEEDS_INPUT(n, 0)) {
         /* conv: gx = adjoint(gO); transposed: gx = conv(gy) */
         dp_tensor *gx = empty ? dp_zeros(x->ndim, x->sizes, x->dtype, x->device) : empty_like_shape(x->ndim, x->sizes, x);
         if (!gx) rc = -1;
-        else if (!empty && (transposed ? be->conv_forward(g->dtype, &geom, dp_data(gx), dp_data(g), dp_data(w), NULL)
-                                       : be->conv_backward_input(g->dtype, &geom, dp_data(gx), dp_data(g), dp_data(w))))
+        else if (!empty && dp_half_conv(g->device, transposed ? DP_CONV_FORWARD : DP_CONV_BACKWARD_INPUT, g->dtype, &geom,
+                                        dp_data(gx), dp_data(g), dp_data(w), NULL))
             rc = -1;
         if (!rc && n->in[0].ndim != x->ndim) {     /* unbatched input */
             dp_tensor *s = dp_squeeze(gx, 0);
@@ -108,7 +107,7 @@ static int conv_backward(dp_node *n, dp_tensor *grad, dp_tensor **gin)
     }
     if (!rc && DP_NEEDS_INPUT(n, 1)) {
         dp_tensor *gw = empty ? dp_zeros(w->ndim, w->sizes, w->dtype, w->device) : empty_like_shape(w->ndim, w->sizes, w);
-        if (!gw || (!empty && be->conv_backward_weight(g->dtype, &geom, dp_data(gw), dp_data(O), dp_data(I)))) {
+        if (!gw || (!empty && dp_half_conv(g->device, DP_CONV_BACKWARD_WEIGHT, g->dtype, &geom, dp_data(gw), dp_data(O), dp_data(I), NULL))) {
             dp_tensor_release(gw);
             rc = -1;
         } else gin[1] = gw;
@@ -136,8 +135,8 @@ static int check_args(const dp_tensor *x, const dp_tensor *w, const dp_tensor *b
     if (x->dtype != w->dtype || (b && b->dtype != w->dtype))
         return dp_error("%s: expected input, weight and bias of the same dtype, got %s, %s and %s", name, dp_dtype_name(x->dtype),
                         dp_dtype_name(w->dtype), b ? dp_dtype_name(b->dtype) : "none");
-    if (x->dtype != DP_FLOAT32 && x->dtype != DP_FLOAT64)
-        return dp_error("%s: expected a float32 or float64 input, got %s", name, dp_dtype_name(x->dtype));
+    if (!dp_dtype_is_float(x->dtype))
+        return dp_error("%s: expected a float32, float64, float16 or bfloat16 input, got %s", name, dp_dtype_name(x->dtype));
     for (int d = 0; d < nd; d++) {
         if (o->stride[d] <= 0) return dp_error("%s: non-positive stride is not supported (stride %lld in dim %d)", name, (long long)o->stride[d], d + 1);
         if (o->pad_lo[d] < 0 || o->pad_hi[d] < 0) return dp_error("%s: negative padding is not supported", name);
@@ -227,7 +226,6 @@ dp_tensor *dp_conv(dp_tensor *x, dp_tensor *w, dp_tensor *b, const dp_conv_opts 
     if (!y) goto done;
     dp_tensor *I = o->transposed ? y : xb, *O = o->transposed ? xb : y;
     dp_conv_geom geom = geom_of(I, O, wc, nd, o->groups, o->stride, o->pad_lo, o->dilation);
-    const dp_backend *be = dp_backend_for(x->device);
     int rc = 0;
     if (dp_numel(y) == 0) rc = 0;
     else if (dp_numel(xb) == 0 || w->sizes[1] == 0) {     /* no input channels: the bias alone */
@@ -235,11 +233,12 @@ dp_tensor *dp_conv(dp_tensor *x, dp_tensor *w, dp_tensor *b, const dp_conv_opts 
         if (!rc && b) rc = add_bias(y, b);
     }
     else if (o->transposed) {
-        rc = be->conv_backward_input(x->dtype, &geom, dp_data(y), dp_data(xb), dp_data(wc));
+        rc = dp_half_conv(x->device, DP_CONV_BACKWARD_INPUT, x->dtype, &geom, dp_data(y), dp_data(xb), dp_data(wc), NULL);
         if (!rc && b) rc = add_bias(y, b);
     } else {
         dp_tensor *bc = b ? NO_GRAD(dp_contiguous(b)) : NULL;
-        rc = b && !bc ? -1 : be->conv_forward(x->dtype, &geom, dp_data(y), dp_data(xb), dp_data(wc), bc ? dp_data(bc) : NULL);
+        rc = b && !bc ? -1 : dp_half_conv(x->device, DP_CONV_FORWARD, x->dtype, &geom, dp_data(y), dp_data(xb), dp_data(wc),
+                                                 bc ? dp_data(bc) : NULL);
         dp_tensor_release(bc);
     }
     if (rc) goto done;

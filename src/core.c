@@ -30,22 +30,24 @@ void dp_clear_error(void) { g_err[0] = 0; }
 
 /* ---------------------------------------------------------------- dtypes */
 
-static const char *const dtype_names[DP_NDTYPES] = { "float32", "float64", "int64", "bool" };
-static const size_t dtype_sizes[DP_NDTYPES] = { 4, 8, 8, 1 };
+static const char *const dtype_names[DP_NDTYPES] = { "float32", "float64", "int64", "bool", "float16", "bfloat16" };
+static const size_t dtype_sizes[DP_NDTYPES] = { 4, 8, 8, 1, 2, 2 };
 
 size_t dp_dtype_size(dp_dtype dt) { return dt < DP_NDTYPES ? dtype_sizes[dt] : 0; }
 const char *dp_dtype_name(dp_dtype dt) { return dt < DP_NDTYPES ? dtype_names[dt] : "?"; }
-bool dp_dtype_is_float(dp_dtype dt) { return dt == DP_FLOAT32 || dt == DP_FLOAT64; }
+bool dp_dtype_is_float(dp_dtype dt) { return dt == DP_FLOAT32 || dt == DP_FLOAT64 || dp_dtype_is_half(dt); }
+bool dp_dtype_is_half(dp_dtype dt) { return dt == DP_FLOAT16 || dt == DP_BFLOAT16; }
 
 int dp_dtype_parse(const char *name, dp_dtype *out)
 {
     static const struct { const char *name; dp_dtype dt; } names[] = {
         { "float32", DP_FLOAT32 }, { "float", DP_FLOAT32 }, { "float64", DP_FLOAT64 },
         { "double", DP_FLOAT64 }, { "int64", DP_INT64 }, { "long", DP_INT64 }, { "bool", DP_BOOL },
+        { "float16", DP_FLOAT16 }, { "half", DP_FLOAT16 }, { "bfloat16", DP_BFLOAT16 },
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(name, names[i].name) == 0) { *out = names[i].dt; return 0; }
-    return dp_error("unknown dtype '%s' (expected float32, float64, int64 or bool)", name);
+    return dp_error("unknown dtype '%s' (expected float32, float64, float16, bfloat16, int64 or bool)", name);
 }
 
 /* ---------------------------------------------------------------- device names */

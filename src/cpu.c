@@ -185,25 +185,43 @@ void iter_run(iter_t *it, inner_fn fn, void *ctx)
     else dp_parallel(outer, GRAIN / inner + (GRAIN % inner != 0), iter_outer_range, &j);   /* ceil, no overflow */
 }
 
-/* copy with conversion: one inner function per (out, in) dtype pair */
+/* copy with conversion: one inner function per (out, in) dtype pair; float16 and
+ * bfloat16 (stored as uint16_t) convert through float32, as in PyTorch (half.h) */
+typedef uint16_t f16_t;
+typedef uint16_t bf16_t;
 #define CONV_FN(NAME, TO, TI, EXPR) \
     static void NAME(void *c, int64_t n, char **p, const int64_t *s) { LOOP2(TO, TI, EXPR); }
 #define CONV_ROW(TO, N, CONVB)                                         \
     CONV_FN(cv_##N##_f32, TO, float, x) CONV_FN(cv_##N##_f64, TO, double, x) \
-    CONV_FN(cv_##N##_i64, TO, int64_t, x) CONV_FN(cv_##N##_b, TO, bool, x)
+    CONV_FN(cv_##N##_i64, TO, int64_t, x) CONV_FN(cv_##N##_b, TO, bool, x) \
+    CONV_FN(cv_##N##_h, TO, f16_t, dp_f16_to_float(x)) CONV_FN(cv_##N##_bh, TO, bf16_t, dp_bf16_to_float(x))
 CONV_ROW(float, f32, 0)
 CONV_ROW(double, f64, 0)
 CONV_FN(cv_i64_f32, int64_t, float, dp_float_to_int64(x)) CONV_FN(cv_i64_f64, int64_t, double, dp_float_to_int64(x))
 CONV_FN(cv_i64_i64, int64_t, int64_t, x) CONV_FN(cv_i64_b, int64_t, bool, x)
+CONV_FN(cv_i64_h, int64_t, f16_t, dp_float_to_int64(dp_f16_to_float(x)))
+CONV_FN(cv_i64_bh, int64_t, bf16_t, dp_float_to_int64(dp_bf16_to_float(x)))
 CONV_FN(cv_b_f32, bool, float, x != 0)
 CONV_FN(cv_b_f64, bool, double, x != 0)
 CONV_FN(cv_b_i64, bool, int64_t, x != 0)
 CONV_FN(cv_b_b, bool, bool, x)
+CONV_FN(cv_b_h, bool, f16_t, (x & 0x7fff) != 0)
+CONV_FN(cv_b_bh, bool, bf16_t, (x & 0x7fff) != 0)
+/* into a 2-byte float: from float32 directly, from the others through float32 */
+#define CONV_HALF_ROW(N, TO, FROM_F, ONE)                                                        \
+    CONV_FN(cv_##N##_f32, TO, float, FROM_F(x)) CONV_FN(cv_##N##_f64, TO, double, FROM_F((float)x)) \
+    CONV_FN(cv_##N##_i64, TO, int64_t, FROM_F((float)x)) CONV_FN(cv_##N##_b, TO, bool, x ? ONE : 0)
+CONV_HALF_ROW(h, f16_t, dp_float_to_f16, 0x3c00)
+CONV_HALF_ROW(bh, bf16_t, dp_float_to_bf16, 0x3f80)
+CONV_FN(cv_h_h, f16_t, f16_t, x) CONV_FN(cv_h_bh, f16_t, bf16_t, dp_float_to_f16(dp_bf16_to_float(x)))
+CONV_FN(cv_bh_bh, bf16_t, bf16_t, x) CONV_FN(cv_bh_h, bf16_t, f16_t, dp_float_to_bf16(dp_f16_to_float(x)))
 static inner_fn const conv_fns[DP_NDTYPES][DP_NDTYPES] = {
-    { cv_f32_f32, cv_f32_f64, cv_f32_i64, cv_f32_b },
-    { cv_f64_f32, cv_f64_f64, cv_f64_i64, cv_f64_b },
-    { cv_i64_f32, cv_i64_f64, cv_i64_i64, cv_i64_b },
-    { cv_b_f32, cv_b_f64, cv_b_i64, cv_b_b },
+    { cv_f32_f32, cv_f32_f64, cv_f32_i64, cv_f32_b, cv_f32_h, cv_f32_bh },
+    { cv_f64_f32, cv_f64_f64, cv_f64_i64, cv_f64_b, cv_f64_h, cv_f64_bh },
+    { cv_i64_f32, cv_i64_f64, cv_i64_i64, cv_i64_b, cv_i64_h, cv_i64_bh },
+    { cv_b_f32, cv_b_f64, cv_b_i64, cv_b_b, cv_b_h, cv_b_bh },
+    { cv_h_f32, cv_h_f64, cv_h_i64, cv_h_b, cv_h_h, cv_h_bh },
+    { cv_bh_f32, cv_bh_f64, cv_bh_i64, cv_bh_b, cv_bh_h, cv_bh_bh },
 };
 
 static int cpu_copy(const dp_view *out, const dp_view *in)

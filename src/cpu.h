@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "half.h"
 #include "internal.h"
 #include "opmath.h"
 
@@ -67,6 +68,8 @@ static inline double load_d(const char *p, int dt)
     case DP_FLOAT32: return *(const float *)p;
     case DP_FLOAT64: return *(const double *)p;
     case DP_INT64: return (double)*(const int64_t *)p;
+    case DP_FLOAT16: return dp_f16_to_float(*(const uint16_t *)p);
+    case DP_BFLOAT16: return dp_bf16_to_float(*(const uint16_t *)p);
     default: return *(const bool *)p;
     }
 }
@@ -77,19 +80,23 @@ static inline void store_d(char *p, int dt, double v)
     case DP_FLOAT32: *(float *)p = (float)v; break;
     case DP_FLOAT64: *(double *)p = v; break;
     case DP_INT64: *(int64_t *)p = (int64_t)v; break;
+    case DP_FLOAT16: *(uint16_t *)p = dp_float_to_f16((float)v); break;
+    case DP_BFLOAT16: *(uint16_t *)p = dp_float_to_bf16((float)v); break;
     default: *(bool *)p = v != 0; break;
     }
 }
 
 /* One value of like's dtype, seen through a view of like's shape with every stride 0: the
  * scalar operand of fill and of tensor-scalar ops.  *cell holds the value. */
-typedef union { float f; double d; int64_t i; bool b; } cpu_scalar;
+typedef union { float f; double d; int64_t i; bool b; uint16_t h; } cpu_scalar;
 static inline dp_view cpu_scalar_view(const dp_view *like, double v, cpu_scalar *cell)
 {
     switch (like->dtype) {
     case DP_FLOAT32: cell->f = (float)v; break;
     case DP_FLOAT64: cell->d = v; break;
     case DP_INT64: cell->i = dp_float_to_int64(v); break;
+    case DP_FLOAT16: cell->h = dp_float_to_f16((float)v); break;
+    case DP_BFLOAT16: cell->h = dp_float_to_bf16((float)v); break;
     default: cell->b = v != 0; break;
     }
     dp_view sc = *like;

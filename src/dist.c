@@ -93,6 +93,9 @@ int dp_dist_destroy(void) {
 static int check_tensor(const char *what, dp_tensor *t) {
     if (!dp_group.initialized) return dp_dist_not_initialized(what);
     if (!t) return dp_error("torch.distributed.%s: expected a tensor", what);
+    if (dp_dtype_is_half(t->dtype))   /* the MPI and NCCL calls have no 2-byte float types wired yet */
+        return dp_error("torch.distributed.%s: %s tensors are not supported yet; convert with :float()", what,
+                        dp_dtype_name(t->dtype));
     char dev[32];
     if (dp_group.backend == DP_DIST_MPI && t->device.type != DP_DEVICE_CPU)
         return dp_error("torch.distributed.%s: the mpi backend takes CPU tensors, but the tensor is "

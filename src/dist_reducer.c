@@ -124,7 +124,7 @@ dp_reducer *dp_reducer_new(int n, dp_tensor *const *params, const char *const *n
         REQUIRE(p != NULL, "nn.DistributedDataParallel: %s is not a tensor", name);
         REQUIRE(p->grad_fn == NULL && p->requires_grad,
                  "nn.DistributedDataParallel: %s must be a leaf tensor that requires grad", name);
-        REQUIRE(dp_dtype_is_float(p->dtype),
+        REQUIRE(dp_dtype_is_float(p->dtype) && !dp_dtype_is_half(p->dtype),
                  "nn.DistributedDataParallel: %s has dtype %s; parameters must be float32 or float64",
                  name, dp_dtype_name(p->dtype));
         if (i == 0) r->device = p->device;

@@ -32,12 +32,14 @@ void dp_clear_error(void);
 
 /* ---------------------------------------------------------------- dtypes */
 
-typedef enum { DP_FLOAT32 = 0, DP_FLOAT64, DP_INT64, DP_BOOL, DP_NDTYPES } dp_dtype;
+/* float16 and bfloat16 are stored as 2 bytes and computed in float32 (half.c) */
+typedef enum { DP_FLOAT32 = 0, DP_FLOAT64, DP_INT64, DP_BOOL, DP_FLOAT16, DP_BFLOAT16, DP_NDTYPES } dp_dtype;
 
 size_t dp_dtype_size(dp_dtype dt);
 const char *dp_dtype_name(dp_dtype dt);          /* "float32", ... */
-int dp_dtype_parse(const char *name, dp_dtype *out); /* also accepts "float", "double", "long" */
+int dp_dtype_parse(const char *name, dp_dtype *out); /* also accepts "float", "double", "long", "half" */
 bool dp_dtype_is_float(dp_dtype dt);
+bool dp_dtype_is_half(dp_dtype dt);              /* float16 or bfloat16 */
 
 /* ---------------------------------------------------------------- devices */
 

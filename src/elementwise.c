@@ -21,10 +21,18 @@ int dp_check_same_device(int n, dp_tensor *const *ts)
     return 0;
 }
 
-static int dtype_rank(dp_dtype d) { return d == DP_BOOL ? 0 : d == DP_INT64 ? 1 : d == DP_FLOAT32 ? 2 : 3; }
+static int dtype_rank(dp_dtype d)
+{
+    return d == DP_BOOL ? 0 : d == DP_INT64 ? 1 : dp_dtype_is_half(d) ? 2 : d == DP_FLOAT32 ? 3 : 4;
+}
 static int dtype_category(dp_dtype d) { return d == DP_BOOL ? 0 : d == DP_INT64 ? 1 : 2; }
 
-dp_dtype dp_promote(dp_dtype a, dp_dtype b) { return dtype_rank(a) >= dtype_rank(b) ? a : b; }
+/* float16 with bfloat16 is float32, as in PyTorch (neither holds the other) */
+dp_dtype dp_promote(dp_dtype a, dp_dtype b)
+{
+    if (a != b && dp_dtype_is_half(a) && dp_dtype_is_half(b)) return DP_FLOAT32;
+    return dtype_rank(a) >= dtype_rank(b) ? a : b;
+}
 
 /* PyTorch's rule: a 0-dim operand only decides the dtype when it is of a higher category. */
 static dp_dtype promote_tensors(const dp_tensor *a, const dp_tensor *b)

@@ -34,8 +34,8 @@ dp_tensor *dp_bmm_raw(dp_tensor *a, dp_tensor *b, bool ta, bool tb)
     out = dp_empty(nd, nd == 3 ? sizes : sizes + 1, a->dtype, a->device);
     if (!out || m * n == 0) goto done;
     if (k == 0) { dp_fill_(out, 0); goto done; }
-    if (dp_backend_for(a->device)->gemm(a->dtype, la.trans != ta, lb.trans != tb, m, n, k, 1.0, dp_data(ac), la.ld, la.bstride,
-                                        dp_data(bc), lb.ld, lb.bstride, 0.0, dp_data(out), n, m * n, batch)) {
+    if (dp_half_gemm(a->device, a->dtype, la.trans != ta, lb.trans != tb, m, n, k, 1.0, dp_data(ac), la.ld, la.bstride,
+                     dp_data(bc), lb.ld, lb.bstride, 0.0, dp_data(out), n, m * n, batch)) {
         dp_tensor_release(out);
         out = NULL;
     }
@@ -221,8 +221,8 @@ dp_tensor *dp_linear(dp_tensor *x, dp_tensor *w, dp_tensor *b)
         if (dp_backend_for(y->device)->copy(&yv, &bv)) { dp_tensor_release(wc); goto done; }
         beta = 1;
     }
-    int rc = rows && outf ? (in ? dp_backend_for(x->device)->gemm(x->dtype, false, !lw.trans, rows, outf, in, 1.0, dp_data(x2), in, 0,
-                                                                   dp_data(wc), lw.ld, 0, beta, dp_data(y), outf, 0, 1)
+    int rc = rows && outf ? (in ? dp_half_gemm(x->device, x->dtype, false, !lw.trans, rows, outf, in, 1.0, dp_data(x2), in, 0,
+                                               dp_data(wc), lw.ld, 0, beta, dp_data(y), outf, 0, 1)
                                  : (b ? 0 : dp_fill_(y, 0)))
                           : 0;
     dp_tensor_release(wc);

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 static const struct { const char *descr; dp_dtype dtype; } npy_dtypes[] = {
-    { "<f4", DP_FLOAT32 }, { "<f8", DP_FLOAT64 }, { "<i8", DP_INT64 }, { "|b1", DP_BOOL },
+    { "<f4", DP_FLOAT32 }, { "<f8", DP_FLOAT64 }, { "<i8", DP_INT64 }, { "|b1", DP_BOOL }, { "<f2", DP_FLOAT16 },
 };
 
 typedef struct {
@@ -229,7 +229,7 @@ int dp_npy_save(const char *path, dp_tensor *t)
     const char *descr = NULL;
     for (size_t k = 0; k < sizeof npy_dtypes / sizeof npy_dtypes[0]; k++)
         if (npy_dtypes[k].dtype == t->dtype) descr = npy_dtypes[k].descr;
-    if (!descr) return dp_error("cannot write npy file '%s': unsupported dtype", path);
+    if (!descr) return dp_error("cannot write npy file '%s': NumPy has no %s dtype", path, dp_dtype_name(t->dtype));
     dp_sbuf h = {0};
     int bad = dp_sb_printf(&h, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
     for (int d = 0; d < t->ndim; d++)

@@ -10,7 +10,7 @@
 static int check_step(dp_tensor *param, dp_tensor *grad, dp_tensor *const *bufs, int nbufs, const char *op)
 {
     char a[128], b[128];
-    if (!dp_dtype_is_float(param->dtype)) return dp_error("%s: parameters must be float32 or float64, got %s", op, dp_dtype_name(param->dtype));
+    if (!dp_dtype_is_float(param->dtype)) return dp_error("%s: parameters must be floating point, got %s", op, dp_dtype_name(param->dtype));
     if (!dp_is_contiguous(param)) return dp_error("%s: the parameter must be contiguous", op);
     if (!dp_same_shape(param, grad) || grad->dtype != param->dtype)
         return dp_error("%s: the gradient (%s %s) does not match the parameter (%s %s)", op,
@@ -32,7 +32,7 @@ int dp_sgd_step(dp_tensor *param, dp_tensor *grad, dp_tensor *momentum_buf, cons
     if (o->momentum != 0 && !momentum_buf) return dp_error("SGD: momentum %g needs a momentum buffer", o->momentum);
     dp_tensor *g = dp_contiguous(grad);
     if (!g) return -1;
-    int rc = dp_backend_for(param->device)->sgd_step(param->dtype, dp_numel(param), dp_data(param), dp_data(g),
+    int rc = dp_half_sgd_step(param->device, param->dtype, dp_numel(param), dp_data(param), dp_data(g),
                                                      o->momentum != 0 ? dp_data(momentum_buf) : NULL, o);
     dp_tensor_release(g);
     if (!rc) { dp_bump_version(param); if (momentum_buf) dp_bump_version(momentum_buf); }
@@ -46,7 +46,7 @@ int dp_adadelta_step(dp_tensor *param, dp_tensor *grad, dp_tensor *square_avg, d
     if (!square_avg || !acc_delta) return dp_error("Adadelta: missing state buffers");
     dp_tensor *g = dp_contiguous(grad);
     if (!g) return -1;
-    int rc = dp_backend_for(param->device)->adadelta_step(param->dtype, dp_numel(param), dp_data(param), dp_data(g),
+    int rc = dp_half_adadelta_step(param->device, param->dtype, dp_numel(param), dp_data(param), dp_data(g),
                                                           dp_data(square_avg), dp_data(acc_delta), o);
     dp_tensor_release(g);
     if (!rc) { dp_bump_version(param); dp_bump_version(square_avg); dp_bump_version(acc_delta); }
@@ -59,7 +59,7 @@ int dp_adam_step(dp_tensor *param, dp_tensor *grad, dp_tensor *m, dp_tensor *v, 
     if (!m || !v) return dp_error("Adam: missing state buffers");
     dp_tensor *g = dp_contiguous(grad);
     if (!g) return -1;
-    int rc = dp_backend_for(param->device)->adam_step(param->dtype, dp_numel(param), dp_data(param), dp_data(g),
+    int rc = dp_half_adam_step(param->device, param->dtype, dp_numel(param), dp_data(param), dp_data(g),
                                                       dp_data(m), dp_data(v), o);
     dp_tensor_release(g);
     if (!rc) { dp_bump_version(param); dp_bump_version(m); dp_bump_version(v); }

@@ -42,7 +42,7 @@ static registry_entry *entry(dp_device_type type)
 int dp_backend_register(dp_device_type type, const dp_backend *b, int device_count, void *lib)
 {
     if ((unsigned)type >= DP_NDEVICE_TYPES || !b) return dp_error("dp_backend_register: bad device type %d", (int)type);
-    g_types[type].backend = b;
+    g_types[type].backend = dp_half_backend(type, b);
     g_types[type].count = device_count;
     g_types[type].lib = lib;
     return 0;
@@ -231,9 +231,16 @@ int dp_device_check(dp_device d)
     return 0;
 }
 
+static const dp_backend *g_cpu_wrapped;
+static pthread_once_t g_cpu_once = PTHREAD_ONCE_INIT;
+static void cpu_wrap(void) { g_cpu_wrapped = dp_half_backend(DP_DEVICE_CPU, &dp_cpu_backend); }
+
 const dp_backend *dp_backend_for(dp_device d)
 {
-    if (d.type == DP_DEVICE_CPU && d.index < dp_cpu_device_count()) return &dp_cpu_backend;
+    if (d.type == DP_DEVICE_CPU && d.index < dp_cpu_device_count()) {
+        pthread_once(&g_cpu_once, cpu_wrap);
+        return g_cpu_wrapped;
+    }
     if (dp_device_check(d)) return NULL;
     return g_types[d.type].backend;
 }

@@ -21,13 +21,14 @@
 /* The dtypes written, and read as they are. */
 static const struct { const char *name; dp_dtype dtype; } st_dtypes[] = {
     { "F32", DP_FLOAT32 }, { "F64", DP_FLOAT64 }, { "I64", DP_INT64 }, { "BOOL", DP_BOOL },
+    { "F16", DP_FLOAT16 }, { "BF16", DP_BFLOAT16 },
 };
 
-/* The dtypes only read, converted to one dplua has: 16-bit floats to float32 (exactly),
- * smaller integers to int64 (so Hugging Face files load). */
-typedef enum { ST_F16 = 1, ST_BF16, ST_I8, ST_I16, ST_I32, ST_U8 } st_convert;
+/* The dtypes only read, converted to one dplua has: smaller integers to int64 (so Hugging
+ * Face files load). */
+typedef enum { ST_I8 = 1, ST_I16, ST_I32, ST_U8 } st_convert;
 static const struct { const char *name; st_convert kind; int size; dp_dtype dtype; } st_read_dtypes[] = {
-    { "F16", ST_F16, 2, DP_FLOAT32 }, { "BF16", ST_BF16, 2, DP_FLOAT32 }, { "I8", ST_I8, 1, DP_INT64 },
+    { "I8", ST_I8, 1, DP_INT64 },
     { "I16", ST_I16, 2, DP_INT64 }, { "I32", ST_I32, 4, DP_INT64 }, { "U8", ST_U8, 1, DP_INT64 },
 };
 
@@ -38,37 +39,13 @@ static const char *st_dtype_name(dp_dtype dt)
     return NULL;
 }
 
-/* IEEE half to float, subnormals, infinities and NaN included. */
-static float half_to_float(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
-    if (exp == 0x1f) bits = sign | 0x7f800000u | (mant << 13);
-    else if (exp != 0) bits = sign | ((exp + 112) << 23) | (mant << 13);
-    else if (mant == 0) bits = sign;
-    else {   /* subnormal: normalise */
-        int e = -1;
-        do { mant <<= 1; e++; } while (!(mant & 0x400));
-        bits = sign | ((uint32_t)(112 - e) << 23) | ((mant & 0x3ff) << 13);
-    }
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-/* n little-endian elements of kind in src into dst (float32 or int64) */
+/* n little-endian elements of kind in src into dst (int64) */
 static void st_convert_data(st_convert kind, const unsigned char *src, void *dst, int64_t n)
 {
-    float *f = dst;
     int64_t *i64 = dst;
     for (int64_t k = 0; k < n; k++) {
         const unsigned char *s = src;
         switch (kind) {
-        case ST_F16: f[k] = half_to_float((uint16_t)(s[2 * k] | s[2 * k + 1] << 8)); break;
-        case ST_BF16: {
-            uint32_t bits = (uint32_t)(s[2 * k] | s[2 * k + 1] << 8) << 16;
-            memcpy(&f[k], &bits, sizeof bits);
-            break;
-        }
         case ST_I8: i64[k] = (int8_t)s[k]; break;
         case ST_U8: i64[k] = s[k]; break;
         case ST_I16: i64[k] = (int16_t)(uint16_t)(s[2 * k] | s[2 * k + 1] << 8); break;

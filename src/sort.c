@@ -331,7 +331,7 @@ static int mode_rows(int dtype, int64_t rows, int64_t n, const void *x, void *va
     int64_t *si = malloc(sizeof(int64_t) * (size_t)(rows * n) + 1);
     int rc = -1;
     if (!sv || !si) { dp_error("mode: out of memory"); goto done; }
-    if (dp_cpu_backend.sort_rows(dp_cpu(), dtype, rows, n, n, x, sv, si, false)) goto done;
+    if (dp_backend_for(dp_cpu())->sort_rows(dp_cpu(), dtype, rows, n, n, x, sv, si, false)) goto done;
     for (int64_t r = 0; r < rows; r++) {
         const char *v = sv + r * n * es;
         const int64_t *ix = si + r * n;

@@ -274,7 +274,7 @@ function Module:_apply(fn)
 end
 
 local dtype_names = { float32 = true, float64 = true, int64 = true, bool = true,
-                      float = true, double = true, long = true }
+                      float = true, double = true, long = true, float16 = true, half = true, bfloat16 = true }
 
 -- to(device), to(dtype), to{device=, dtype=}: floating point tensors take the dtype, every
 -- tensor the device.
@@ -294,7 +294,7 @@ function Module:to(arg)
     utils.error(('Module:to: unknown dtype %s'):format(tostring(dtype)))
   end
   return self:_apply(function(t)
-    local floating = t.dtype == 'float32' or t.dtype == 'float64'
+    local floating = torch.FLOAT_DTYPES[t.dtype] == true
     local dt = floating and dtype or nil
     if device == nil and dt == nil then return t end
     return t:to{ device = device, dtype = dt }
@@ -307,6 +307,8 @@ end
 function Module:cpu() return self:to('cpu') end
 function Module:double() return self:to('float64') end
 function Module:float() return self:to('float32') end
+function Module:half() return self:to('float16') end
+function Module:bfloat16() return self:to('bfloat16') end
 
 -- State ---------------------------------------------------------------------------------
 

@@ -79,7 +79,9 @@ end
 require('nn.functional_vision')(F)
 
 -- conv1d, conv2d, conv_transpose1d, conv_transpose2d (nn/convolution.lua)
-for name, f in pairs(require('nn.convolution').functional) do F[name] = f end
+local conv_functional = require('nn.convolution').functional
+require('torch.amp').install_ops(conv_functional)   -- the conv layers call these themselves
+for name, f in pairs(conv_functional) do F[name] = f end
 
 -- Embedding, normalization and activations (lua/nn/functional_layers.lua) --------------
 require('nn.functional_layers').install(F)
@@ -89,5 +91,7 @@ require('nn.functional_layers').install(F)
 require('nn.functional_more').install(F)
 -- the margin, embedding and likelihood losses (lua/nn/losses_more.lua)
 require('nn.losses_more').install(F)
+-- autocast's casts (lua/torch/amp.lua), before the layers and losses capture the functions
+require('torch.amp').install_ops(F)
 
 return F

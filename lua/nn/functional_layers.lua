@@ -24,7 +24,7 @@ local function check_number(who, what, v)
 end
 
 local function check_float(who, x)
-  if x.dtype ~= 'float32' and x.dtype ~= 'float64' then
+  if not torch.FLOAT_DTYPES[x.dtype] then
     utils.error(('%s: expected a floating point input, got %s'):format(who, x.dtype))
   end
 end
@@ -192,7 +192,8 @@ function M.group_norm(x, num_groups, weight, bias, eps)
 end
 
 -- machine epsilon of a float dtype (torch.finfo(dtype).eps)
-local finfo_eps = { float32 = 1.1920928955078125e-07, float64 = 2.220446049250313e-16 }
+local finfo_eps = { float32 = 1.1920928955078125e-07, float64 = 2.220446049250313e-16, float16 = 0.0009765625,
+                    bfloat16 = 0.0078125 }
 M.finfo_eps = finfo_eps
 
 -- rms_norm(x, normalized_shape [, weight [, eps]]): x / sqrt(mean(x^2) + eps) * weight over

@@ -38,7 +38,7 @@ end
 
 local function float_arg(who, t)
   tensor_arg(who, t)
-  if t.dtype ~= 'float32' and t.dtype ~= 'float64' then
+  if not torch.FLOAT_DTYPES[t.dtype] then
     fail('%s: expected a floating point tensor, got %s', who, t.dtype)
   end
   return t

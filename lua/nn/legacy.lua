@@ -39,7 +39,7 @@ local function keeps_output(forward)
     w = function(self, input, ...)
       pre_hooks(self, input, ...)
       if torch.is_tensor(input) and not input.requires_grad and torch.is_grad_enabled()
-          and (input.dtype == 'float32' or input.dtype == 'float64') then
+          and torch.FLOAT_DTYPES[input.dtype] then
         input = input:detach():requires_grad_()
         rawset(self, '_input_leaf', input)
       else

@@ -100,7 +100,7 @@ function L.binary_cross_entropy(input, target, opts)
   local who = 'binary_cross_entropy'
   local o = loss_options(who, opts, { weight = options.none })
   check(who, input, 'input'); check(who, target, 'target')
-  if not (input.dtype == 'float32' or input.dtype == 'float64') then fail('%s: expected a floating point input, got %s', who, input.dtype) end
+  if not torch.FLOAT_DTYPES[input.dtype] then fail('%s: expected a floating point input, got %s', who, input.dtype) end
   local a, b = input:size(), target:size()
   local same = #a == #b
   for i = 1, #a do same = same and a[i] == b[i] end
@@ -172,7 +172,7 @@ end
 
 -- ---------------------------------------------------------------- cross entropy, NLL
 
-local function is_float(t) return t.dtype == 'float32' or t.dtype == 'float64' end
+local function is_float(t) return torch.FLOAT_DTYPES[t.dtype] == true end
 
 -- input [N, C, d1 ...] (or [C]) as [M, C] rows with the class last; target the same
 -- positions as a flat [M]; how to put a per-position result back into target's shape

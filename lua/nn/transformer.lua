@@ -11,13 +11,14 @@ local torch = require 'torch'
 local Parameter = require 'nn.Parameter'
 local F = require 'nn.functional'
 local utils = require 'nn.utils'
+local amp = require 'torch.amp'
 local nn = require 'nn'
 
 local M = {}
 
 local function check_float(who, what, x)
   utils.check_tensor(who, x, what)
-  if x.dtype ~= 'float32' and x.dtype ~= 'float64' then
+  if not torch.FLOAT_DTYPES[x.dtype] then
     utils.error(('%s: %s must be a floating point tensor, got %s'):format(who, what, x.dtype))
   end
 end
@@ -50,6 +51,7 @@ M.causal_mask = causal_mask
 -- one is added to the scores; is_causal masks out the keys after each query).
 function M.scaled_dot_product_attention(q, k, v, opts)
   local who = 'scaled_dot_product_attention'
+  q, k, v = amp.cast_lower(q, k, v)   -- autocast: runs in its lower precision dtype
   local o = utils.options(who, opts, { attn_mask = false, dropout_p = 0, is_causal = false })
   check_float(who, 'query', q); check_float(who, 'key', k); check_float(who, 'value', v)
   if q:dim() < 2 or k:dim() < 2 or v:dim() < 2 then

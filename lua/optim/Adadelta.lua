@@ -34,7 +34,7 @@ function Adadelta:update(p, grad, group, state)
   end
   state.step = state.step + 1
   local rho, eps = group.rho, group.eps
-  if grad.dtype == p.dtype and (p.dtype == 'float32' or p.dtype == 'float64') then   -- one fused pass
+  if grad.dtype == p.dtype and torch.FLOAT_DTYPES[p.dtype] then   -- one fused pass
     C.adadelta_step(p, grad, state.square_avg, state.acc_delta, group)
     return
   end

@@ -146,7 +146,7 @@ function Optimizer:load_state_dict(sd)
         local s = {}
         for k, v in pairs(saved) do
           if torch.is_tensor(v) then
-            local floating = v.dtype == 'float32' or v.dtype == 'float64'
+            local floating = torch.FLOAT_DTYPES[v.dtype] == true
             v = v:to{ device = p.device, dtype = floating and p.dtype or nil }:clone()
           end
           s[k] = v

@@ -45,7 +45,7 @@ local function get_element(t, k)
   return v[idx[#idx]]
 end
 
-local function is_float(t) return t.dtype == 'float32' or t.dtype == 'float64' end
+local function is_float(t) return torch.FLOAT_DTYPES[t.dtype] == true end
 
 -- The outputs of fn as a list of floating point tensors.
 local function outputs_of(fn, args)

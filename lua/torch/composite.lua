@@ -20,7 +20,7 @@ end
 function M.install(torch)
   local Tensor = torch.Tensor
   local function both(name, fn) M.define(torch, name, fn) end
-  local function is_float(t) return t.dtype == 'float32' or t.dtype == 'float64' end
+  local function is_float(t) return torch.FLOAT_DTYPES[t.dtype] == true end
 
   -- predicates: bool tensors of t's shape
   both('isnan', function(t) return t:ne(t) end)

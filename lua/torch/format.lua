@@ -187,8 +187,8 @@ function format.tensor(t)
     if dtype ~= 'float32' then suffixes[#suffixes + 1] = 'dtype=' .. dtype end
     body = '[]'
   else
-    if dtype == 'float64' then suffixes[#suffixes + 1] = 'dtype=' .. dtype end
-    local floating = dtype == 'float32' or dtype == 'float64'
+    if dtype == 'float64' or dtype == 'float16' or dtype == 'bfloat16' then suffixes[#suffixes + 1] = 'dtype=' .. dtype end
+    local floating = dtype ~= 'int64' and dtype ~= 'bool'
     if t:dim() == 0 then
       local v = data:item()
       body = format_value(new_formatter({ v }, floating), v)

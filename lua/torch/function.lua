@@ -93,7 +93,7 @@ function Function.backward()
   fail('torch.autograd.Function: backward is not implemented (define F.backward(ctx, grad, ...))')
 end
 
-local function is_float(t) return t.dtype == 'float32' or t.dtype == 'float64' end
+local function is_float(t) return torch.FLOAT_DTYPES[t.dtype] == true end
 
 function M.apply(cls, ...)
   local name = cls.__name or 'CustomFunction'

@@ -7,7 +7,7 @@
 -- ever meant "fill this tensor" (fill, zero, copy, uniform).
 local M = {}
 
-local ELEMENT_SIZE = { float32 = 4, float64 = 8, int64 = 8, bool = 1 }
+local ELEMENT_SIZE = { float32 = 4, float64 = 8, int64 = 8, bool = 1, float16 = 2, bfloat16 = 2 }
 
 function M.install(torch)
   local Tensor = torch.Tensor
@@ -41,6 +41,8 @@ function M.install(torch)
   torch.DoubleTensor = constructor('torch.DoubleTensor', 'float64')
   torch.LongTensor = constructor('torch.LongTensor', 'int64')
   torch.BoolTensor = constructor('torch.BoolTensor', 'bool')
+  torch.HalfTensor = constructor('torch.HalfTensor', 'float16')
+  torch.BFloat16Tensor = constructor('torch.BFloat16Tensor', 'bfloat16')
 
   -- torch.range(a, b [, step]): a, a + step, ... up to b inclusive, float32 (Torch7's,
   -- and PyTorch's deprecated one; torch.arange excludes b)
@@ -92,7 +94,7 @@ function M.install(torch)
     return cat(first, second)
   end
 
-  function torch.is_floating_point(t) return t.dtype == 'float32' or t.dtype == 'float64' end
+  function torch.is_floating_point(t) return torch.FLOAT_DTYPES[t.dtype] == true end
   Tensor.is_floating_point = torch.is_floating_point
   function Tensor:element_size() return ELEMENT_SIZE[self.dtype] end
 

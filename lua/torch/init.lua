@@ -32,6 +32,10 @@ torch.float32, torch.float = 'float32', 'float32'
 torch.float64, torch.double = 'float64', 'float64'
 torch.int64, torch.long = 'int64', 'int64'
 torch.bool = 'bool'
+torch.float16, torch.half = 'float16', 'float16'
+torch.bfloat16 = 'bfloat16'
+-- the floating point dtypes (float16 and bfloat16 compute in float32 inside)
+torch.FLOAT_DTYPES = { float32 = true, float64 = true, float16 = true, bfloat16 = true }
 
 -- ------------------------------------------------------------------ classes
 
@@ -154,6 +158,7 @@ function Generator:initial_seed() return self.seed end
 
 -- the random draws with a generator= option (torch.rand ..., t:uniform_ ..., multinomial)
 require('torch.random').install(torch)
+require('torch.amp').install(torch)
 
 -- the module, or nil when this build doesn't have it
 local function load_module(name)

@@ -12,7 +12,7 @@ local M = {}
 function M.install(torch)
   local Tensor = torch.Tensor
   local function both(name, fn) define(torch, name, fn) end
-  local function is_float(t) return t.dtype == 'float32' or t.dtype == 'float64' end
+  local function is_float(t) return torch.FLOAT_DTYPES[t.dtype] == true end
 
   -- a 1-based (or negative) dim of t, checked, as a positive 1-based dim
   local function dim_of(who, t, d, extra)
@@ -51,7 +51,8 @@ function M.install(torch)
   end)
 
   -- ---------------------------------------------------------------- elementwise
-  local FMAX = { float32 = 3.4028234663852886e38, float64 = 1.7976931348623157e308 }
+  local FMAX = { float32 = 3.4028234663852886e38, float64 = 1.7976931348623157e308, float16 = 65504,
+                 bfloat16 = 3.3895313892515355e38 }
   -- nan_to_num([nan=0 [, posinf [, neginf]]]) or nan_to_num({nan=, posinf=, neginf=}): NaN,
   -- +inf and -inf replaced (infinities by the dtype's largest and lowest finite values)
   both('nan_to_num', function(t, nan, posinf, neginf)

@@ -146,7 +146,7 @@ function M.install(torch)
 
   -- ---------------------------------------------------------------- in-place draws
 
-  local function is_float(t) return t.dtype == 'float32' or t.dtype == 'float64' end
+  local function is_float(t) return torch.FLOAT_DTYPES[t.dtype] == true end
 
   -- opts may hold only the keys of allowed (and generator); else an error naming them
   local function only(who, opts, allowed)

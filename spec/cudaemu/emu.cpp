@@ -36,6 +36,7 @@
 #include "include/cublas_v2.h"
 #include "include/cuda_runtime.h"
 #include "include/nccl.h"
+#include "../../src/half.h"
 
 thread_local uint3 threadIdx;
 thread_local uint3 blockIdx;
@@ -913,6 +914,25 @@ void gemm_run(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, T
     }
 }
 
+/* a float16 (BF = false) or bfloat16 element for gemm<T>: it computes through double and
+ * stores rounded through float32 (cuBLAS accumulates in float32 and rounds once) */
+template <bool BF> struct h16 {
+    uint16_t bits;
+    h16() = default;
+    h16(double v) : bits(BF ? dp_float_to_bf16((float)v) : dp_float_to_f16((float)v)) {}
+    operator double() const { return BF ? dp_bf16_to_float(bits) : dp_f16_to_float(bits); }
+};
+
+template <bool BF>
+cublasStatus_t gemm_h16(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                        const float *alpha, const void *A, int lda, long long sa, const void *B, int ldb, long long sb,
+                        const float *beta, void *C, int ldc, long long sc, int batch)
+{
+    typedef h16<BF> T;
+    return gemm<T>(h, ta, tb, m, n, k, T(*alpha), (const T *)A, lda, sa, (const T *)B, ldb, sb, T(*beta), (T *)C, ldc, sc,
+                   batch, false);
+}
+
 }   // namespace
 
 extern "C" {
@@ -934,6 +954,13 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
                                           cublasGemmAlgo_t algo)
 {
     (void)algo;
+    if ((at == CUDA_R_16F || at == CUDA_R_16BF) && bt == at && ct == at && compute == CUBLAS_COMPUTE_32F) {
+        if (at == CUDA_R_16F)
+            return gemm_h16<false>(h, ta, tb, m, n, k, (const float *)alpha, A, lda, sa, B, ldb, sb, (const float *)beta, C,
+                                   ldc, sc, batch);
+        return gemm_h16<true>(h, ta, tb, m, n, k, (const float *)alpha, A, lda, sa, B, ldb, sb, (const float *)beta, C, ldc,
+                              sc, batch);
+    }
     if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F ||
         (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32))
         return CUBLAS_STATUS_NOT_SUPPORTED;

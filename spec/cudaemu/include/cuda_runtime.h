@@ -69,7 +69,7 @@ typedef struct emu_event *cudaEvent_t;
 #define cudaHostAllocDefault 0x00
 #define cudaHostAllocPortable 0x01
 
-typedef enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_64F = 1 } cudaDataType_t;
+typedef enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_64F = 1, CUDA_R_16F = 2, CUDA_R_16BF = 14 } cudaDataType_t;
 
 struct uint3 {
     unsigned int x, y, z;
