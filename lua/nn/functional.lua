@@ -91,7 +91,7 @@ require('nn.functional_layers').install(F)
 require('nn.functional_more').install(F)
 -- the margin, embedding and likelihood losses (lua/nn/losses_more.lua)
 require('nn.losses_more').install(F)
--- autocast's casts (lua/torch/amp.lua), before the layers and losses capture the functions
+-- autocast's casts (lua/torch/amp.lua), last: they wrap what the lines above installed
 require('torch.amp').install_ops(F)
 
 return F
