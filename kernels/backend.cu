@@ -685,6 +685,9 @@ static const dp_backend g_cuda_backend = {
     /* adadelta_step        */ dp_cuda_adadelta_step,
     /* gather_offsets       */ dp_cuda_gather_offsets,
     /* scatter_offsets      */ dp_cuda_scatter_offsets,
+    /* attention */
+    /* sdpa_forward         */ dp_cuda_sdpa_forward,
+    /* sdpa_backward        */ dp_cuda_sdpa_backward,
 };
 
 extern "C" const dp_backend *dp_cuda_backend_init(const dp_backend_host *host, int *device_count, char *err,
