@@ -3,9 +3,11 @@
  * BQ rows meets the keys BK at a time, the scores tile kept in a BQ x BK buffer with an
  * online softmax (running max and sum per row), so memory is O(tile) per thread and
  * O(L) per batch entry (the logsumexp) whatever L and S are.  The backward recomputes the
- * probabilities from the logsumexp in two passes, one over query tiles for grad q and one
- * over key tiles for grad k and v, so no thread writes where another does and the result
- * does not depend on timing.  The tile products are plain loops vectorized along the keys
+ * probabilities from the logsumexp: in one pass per batch entry (over its key tiles, grad q
+ * accumulated by the one task that owns it) when the batch entries spread evenly over the
+ * threads, else in two passes, one over query tiles for grad q and one over key tiles for
+ * grad k and v.  No thread writes where another does, so the result does not depend on
+ * timing.  The tile products are plain loops vectorized along the keys
  * (no GEMM calls: the tiles are too small for them to pay). */
 #include <math.h>
 #include <stdlib.h>
@@ -16,6 +18,32 @@
 
 #define BQ 64   /* queries per tile */
 #define BK 64   /* keys per tile */
+
+/* Without trapping math GCC turns the comparisons of vexpf and of the row maxima into
+ * vector selects; nothing here reads the floating-point exception flags. */
+#pragma GCC optimize("no-trapping-math")
+
+#define DO_PRAGMA(x) _Pragma(#x)
+#define SIMD_SUM(s) DO_PRAGMA(omp simd reduction(+:s))
+#define SIMD_MAX(s) DO_PRAGMA(omp simd reduction(max:s))
+
+/* exp for float32 tiles, branch-free so the loops vectorize (libm's expf is a call per
+ * element): Cephes' range reduction and polynomial, within 1 ulp of exp over the float
+ * range; 0 below -87 (and for -inf), NaN for NaN. */
+static inline float vexpf(float x)
+{
+    float xc = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
+    float fn = xc * 1.44269504088896341f + 12582912.0f;   /* round to nearest via 1.5 * 2^23 */
+    fn -= 12582912.0f;
+    float r = xc - fn * 0.693359375f + fn * 2.12194440e-4f;
+    float y = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r + 4.1665795894e-2f) * r +
+               1.6666665459e-1f) * r + 5.0000001201e-1f;
+    y = y * r * r + r + 1.0f;
+    int32_t bits = ((int32_t)fn + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return x < -87.0f ? 0.0f : x != x ? x : y * scale;
+}
 
 typedef struct {
     const dp_sdpa_params *p;
@@ -28,7 +56,7 @@ typedef struct {
 
 #define T float
 #define SFX _f32
-#define EXP expf
+#define EXP vexpf
 #define LOG logf
 #include "cpu_attention_generic.h"
 #undef T
@@ -95,9 +123,15 @@ int cpu_sdpa_backward(const dp_sdpa_params *p, const dp_view *gq, const dp_view 
     j.delta = delta, j.gq = gq ? gq->data : NULL, j.gk = gk ? gk->data : NULL, j.gv = gv ? gv->data : NULL;
     bool f32 = dt == DP_FLOAT32;
     dp_parallel(p->batch * p->L, GRAIN / (p->Ev + 1) + 1, f32 ? delta_range_f32 : delta_range_f64, &j);
-    int rc = 0;
-    if (gq) rc = run(p->batch * j.tiles, f32 ? dq_range_f32 : dq_range_f64, &j);
-    if (!rc && (gk || gv)) rc = run(p->batch * j.ktiles, f32 ? dkv_range_f32 : dkv_range_f64, &j);
+    int rc = 0, threads = dp_pool_threads() > 0 ? dp_pool_threads() : 1;
+    if (p->batch % threads == 0 || p->batch >= 4 * threads) {
+        /* one pass per batch entry: the probabilities are computed once */
+        rc = run(p->batch, f32 ? bwd_range_f32 : bwd_range_f64, &j);
+    } else {
+        /* few batch entries: tasks per tile, grad q and grad k, v in passes of their own */
+        if (gq) rc = run(p->batch * j.tiles, f32 ? dq_range_f32 : dq_range_f64, &j);
+        if (!rc && (gk || gv)) rc = run(p->batch * j.ktiles, f32 ? dkv_range_f32 : dkv_range_f64, &j);
+    }
     free(delta);
     return rc;
 }

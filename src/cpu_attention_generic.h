@@ -121,6 +121,33 @@ static inline T FN(drop)(const sdpa_job *j, int64_t b, int64_t i, int64_t k)
     return dp_sdpa_keep(p->seed, p->offset, idx, p->dropout_p) ? (T)j->keep_scale : 0;
 }
 
+/* One key tile's step of the online softmax: each row's running max m and sum l take in
+ * the tile's scores s, which become exp(s - m); the accumulator rows (n wide) are rescaled
+ * to the new max.  A row whose keys are all masked so far gets zeros. */
+HOT static void FN(online_softmax)(T *s, int nq, int nk, int64_t n, T *m, T *l, T *acc)
+{
+    for (int ii = 0; ii < nq; ii++) {
+        T *sr = s + ii * BK, *ar = acc + ii * n;
+        T mx = m[ii];
+        SIMD_MAX(mx)
+        for (int jj = 0; jj < nk; jj++) mx = sr[jj] > mx ? sr[jj] : mx;
+        if (mx == -INFINITY) {
+            for (int jj = 0; jj < nk; jj++) sr[jj] = 0;
+            continue;
+        }
+        T c = EXP(m[ii] - mx), sum = 0;
+        SIMD_SUM(sum)
+        for (int jj = 0; jj < nk; jj++) {
+            sr[jj] = EXP(sr[jj] - mx);
+            sum += sr[jj];
+        }
+        l[ii] = l[ii] * c + sum;
+        m[ii] = mx;
+        if (c != 1)
+            for (int64_t e = 0; e < n; e++) ar[e] *= c;
+    }
+}
+
 /* forward: one task per (batch entry, query tile) */
 static void FN(forward_range)(void *ctx, int64_t lo, int64_t hi, int part)
 {
@@ -147,26 +174,10 @@ static void FN(forward_range)(void *ctx, int64_t lo, int64_t hi, int part)
             int nk = (int)(jend - j0 < BK ? jend - j0 : BK);
             FN(load_t)(j->k, E, b, p->S, j0, nk, kt);
             FN(scores)(j, qs, kt, moff, i0, nq, j0, nk, s);
-            for (int ii = 0; ii < nq; ii++) {
-                T *sr = s + ii * BK, *ar = acc + ii * Ev;
-                T mx = m[ii];
-                for (int jj = 0; jj < nk; jj++) mx = sr[jj] > mx ? sr[jj] : mx;
-                if (mx == -INFINITY) {   /* every key so far masked: nothing to add */
-                    for (int jj = 0; jj < nk; jj++) sr[jj] = 0;
-                    continue;
-                }
-                T c = EXP(m[ii] - mx), sum = 0;
-                for (int jj = 0; jj < nk; jj++) {
-                    sr[jj] = EXP(sr[jj] - mx);
-                    sum += sr[jj];
-                }
-                l[ii] = l[ii] * c + sum;
-                m[ii] = mx;
-                if (c != 1)
-                    for (int64_t e = 0; e < Ev; e++) ar[e] *= c;
-                if (p->dropout_p > 0)
-                    for (int jj = 0; jj < nk; jj++) sr[jj] *= FN(drop)(j, b, i0 + ii, j0 + jj);
-            }
+            FN(online_softmax)(s, nq, nk, Ev, m, l, acc);
+            if (p->dropout_p > 0)
+                for (int ii = 0; ii < nq; ii++)
+                    for (int jj = 0; jj < nk; jj++) s[ii * BK + jj] *= FN(drop)(j, b, i0 + ii, j0 + jj);
             FN(tile_ab)(s, false, v + j0 * Ev, Ev, nq, nk, acc);
         }
         /* a row with every key masked: 0/0 = NaN and lse -inf, as softmax gives */
@@ -198,22 +209,32 @@ static void FN(delta_range)(void *ctx, int64_t lo, int64_t hi, int part)
 
 /* The probabilities and score gradients of a tile: s (scores in) becomes dS = P (dP' - D)
  * and dp (dO v^T in) becomes P' = P * drop, where P = exp(s - lse), dP' = dp * drop. */
+HOT static void FN(tile_grads_nodrop)(const T *lse, const T *D, int nq, int nk, T *s, T *dp)
+{
+    for (int ii = 0; ii < nq; ii++) {
+        T *sr = s + ii * BK, *dr = dp + ii * BK, li = lse[ii], di = D[ii];
+        for (int jj = 0; jj < nk; jj++) {
+            T pr = EXP(sr[jj] - li);
+            sr[jj] = pr * (dr[jj] - di);
+            dr[jj] = pr;
+        }
+    }
+}
+
 static void FN(tile_grads)(const sdpa_job *j, int64_t b, int64_t i0, int nq, int64_t j0, int nk, T *s, T *dp)
 {
     const dp_sdpa_params *p = j->p;
     const T *lse = (const T *)j->lse + b * p->L + i0, *D = (const T *)j->delta + b * p->L + i0;
+    if (p->dropout_p == 0) {
+        FN(tile_grads_nodrop)(lse, D, nq, nk, s, dp);
+        return;
+    }
     for (int ii = 0; ii < nq; ii++) {
         T *sr = s + ii * BK, *dr = dp + ii * BK;
         for (int jj = 0; jj < nk; jj++) {
-            T pr = EXP(sr[jj] - lse[ii]), dv = dr[jj];
-            if (p->dropout_p > 0) {
-                T f = FN(drop)(j, b, i0 + ii, j0 + jj);
-                dv *= f;
-                dr[jj] = pr * f;
-            } else {
-                dr[jj] = pr;
-            }
-            sr[jj] = pr * (dv - D[ii]);
+            T pr = EXP(sr[jj] - lse[ii]), f = FN(drop)(j, b, i0 + ii, j0 + jj);
+            sr[jj] = pr * (dr[jj] * f - D[ii]);
+            dr[jj] = pr * f;
         }
     }
 }
@@ -304,6 +325,62 @@ done:
     free(dp);
     free(dk);
     free(dv);
+}
+
+/* backward in one pass: one task per batch entry, over its key tiles and, for each, the
+ * query tiles that see it; grad q accumulates in gq, which only this task writes.  Used
+ * when the batch entries spread evenly over the threads. */
+static void FN(bwd_range)(void *ctx, int64_t lo, int64_t hi, int part)
+{
+    const sdpa_job *j = ctx;
+    const dp_sdpa_params *p = j->p;
+    int64_t E = p->E, Ev = p->Ev;
+    T *qs = malloc(sizeof(T) * (size_t)(BQ * E)), *kt = malloc(sizeof(T) * (size_t)(BK * E));
+    T *vt = malloc(sizeof(T) * (size_t)(BK * Ev)), *s = malloc(sizeof(T) * BQ * BK);
+    T *dp = malloc(sizeof(T) * BQ * BK), *dk = malloc(sizeof(T) * (size_t)(BK * E));
+    T *dv = malloc(sizeof(T) * (size_t)(BK * Ev)), *dq = malloc(sizeof(T) * (size_t)(p->L * E));
+    if (!qs || !kt || !vt || !s || !dp || !dk || !dv || !dq) {
+        j->failed[part] = 1;
+        goto done;
+    }
+    for (int64_t b = lo; b < hi; b++) {
+        int64_t moff = p->mask_kind ? dp_sdpa_mask_offset(p, b) : 0;
+        const T *k = (const T *)j->k + b * p->S * E;
+        for (int64_t x = 0; x < p->L * E; x++) dq[x] = 0;
+        for (int64_t j0 = 0; j0 < p->S; j0 += BK) {
+            int nk = (int)(p->S - j0 < BK ? p->S - j0 : BK);
+            FN(load_t)(j->k, E, b, p->S, j0, nk, kt);
+            FN(load_t)(j->v, Ev, b, p->S, j0, nk, vt);
+            for (int64_t x = 0; x < nk * E; x++) dk[x] = 0;
+            for (int64_t x = 0; x < nk * Ev; x++) dv[x] = 0;
+            for (int64_t i0 = p->causal ? j0 : 0; i0 < p->L; i0 += BQ) {
+                int nq = (int)(p->L - i0 < BQ ? p->L - i0 : BQ);
+                const T *go = (const T *)j->gout + (b * p->L + i0) * Ev;
+                FN(load_q)(j, b, i0, nq, qs);
+                FN(scores)(j, qs, kt, moff, i0, nq, j0, nk, s);
+                FN(tile_abt)(go, vt, Ev, nq, nk, dp);
+                FN(tile_grads)(j, b, i0, nq, j0, nk, s, dp);
+                FN(tile_ab)(dp, true, go, Ev, nk, nq, dv);
+                FN(tile_ab)(s, true, qs, E, nk, nq, dk);
+                FN(tile_ab)(s, false, k + j0 * E, E, nq, nk, dq + i0 * E);
+            }
+            if (j->gk) memcpy((T *)j->gk + (b * p->S + j0) * E, dk, sizeof(T) * (size_t)(nk * E));
+            if (j->gv) memcpy((T *)j->gv + (b * p->S + j0) * Ev, dv, sizeof(T) * (size_t)(nk * Ev));
+        }
+        if (j->gq) {
+            T *gq = (T *)j->gq + b * p->L * E, sc = (T)p->scale;
+            for (int64_t x = 0; x < p->L * E; x++) gq[x] = dq[x] * sc;
+        }
+    }
+done:
+    free(qs);
+    free(kt);
+    free(vt);
+    free(s);
+    free(dp);
+    free(dk);
+    free(dv);
+    free(dq);
 }
 
 #undef FN
