@@ -32,14 +32,14 @@
  * range; 0 below -87 (and for -inf), NaN for NaN. */
 static inline float vexpf(float x)
 {
-    float xc = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
+    float xc = x > -87.0f ? (x < 88.0f ? x : 88.0f) : -87.0f;   /* NaN too: fn stays in range */
     float fn = xc * 1.44269504088896341f + 12582912.0f;   /* round to nearest via 1.5 * 2^23 */
     fn -= 12582912.0f;
     float r = xc - fn * 0.693359375f + fn * 2.12194440e-4f;
     float y = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r + 4.1665795894e-2f) * r +
                1.6666665459e-1f) * r + 5.0000001201e-1f;
     y = y * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)fn + 127) << 23;
+    uint32_t bits = (uint32_t)((int32_t)fn + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return x < -87.0f ? 0.0f : x != x ? x : y * scale;
