@@ -393,6 +393,11 @@ describe('the fused scaled_dot_product_attention', function()
     error_matches(function() F.scaled_dot_product_attention(q, q:double(), q) end, 'must have one dtype')
     error_matches(function() F.scaled_dot_product_attention(q, q, q, { scale = -1 }) end, 'scale must be a positive')
     error_matches(function() torch._C.sdpa(q, q, q, torch.zeros(3, 3), true, 0) end, 'not both')
+    if device.is_cuda then   -- the CUDA kernels keep a row of up to 128 in registers
+      local wide = torch.randn(1, 2, 130)
+      error_matches(function() F.scaled_dot_product_attention(wide, wide, wide) end,
+        'supports head dims up to 128, got E = 130 and Ev = 130')
+    end
   end)
 
   it('keeps O(L) memory on the device for forward and backward', function()
