@@ -155,7 +155,7 @@ check-cuda: $(CUDA_SO)
 # so the CUDA backend's logic runs on any machine: make cuda-emu; spec/cudaemu/run.
 EMU ?= build-emu
 EMU_OBJ := $(CU_SRC:kernels/%.cu=$(EMU)/kernels/%.o) $(EMU)/emu.o
-EMU_DEPS := $(wildcard kernels/*.h kernels/*.cuh src/backend.h src/dp.h src/ops.def src/opmath.h src/half.h src/philox.h spec/cudaemu/include/*.h)
+EMU_DEPS := $(wildcard kernels/*.h kernels/*.cuh src/backend.h src/dp.h src/ops.def src/opmath.h src/half.h src/philox.h src/attention.h spec/cudaemu/include/*.h)
 EMU_CXXFLAGS = -std=c++17 -O2 -g -fPIC -fvisibility=hidden -U_FORTIFY_SOURCE -Wall -Wno-unused-function -Wno-unknown-pragmas \
                -Ispec/cudaemu/include -Ikernels -I. -Isrc
 $(EMU)/kernels/%.cpp: kernels/%.cu spec/cudaemu/launch.sed

@@ -693,6 +693,9 @@ static const dp_backend g_cuda_backend = {
     /* scatter_offsets      */ dp_cuda_scatter_offsets,
     /* float16 / bfloat16 */
     /* gemm_half            */ dp_cuda_gemm_half,
+    /* attention */
+    /* sdpa_forward         */ dp_cuda_sdpa_forward,
+    /* sdpa_backward        */ dp_cuda_sdpa_backward,
 };
 
 extern "C" const dp_backend *dp_cuda_backend_init(const dp_backend_host *host, int *device_count, char *err,

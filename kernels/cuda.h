@@ -127,6 +127,14 @@ DP_CUDA_INTERNAL int dp_cuda_layer_norm_backward(const dp_view *grad_x, const dp
                                                  const dp_view *mean, const dp_view *rstd, const dp_view *weight,
                                                  int64_t rows, int64_t cols);
 
+/* ---- attention.cu (see src/backend.h) */
+DP_CUDA_INTERNAL int dp_cuda_sdpa_forward(const dp_sdpa_params *p, const dp_view *out, const dp_view *lse,
+                                          const dp_view *q, const dp_view *k, const dp_view *v);
+DP_CUDA_INTERNAL int dp_cuda_sdpa_backward(const dp_sdpa_params *p, const dp_view *gq, const dp_view *gk,
+                                           const dp_view *gv, const dp_view *gout, const dp_view *q,
+                                           const dp_view *k, const dp_view *v, const dp_view *out,
+                                           const dp_view *lse);
+
 #ifdef __cplusplus
 }
 #endif

@@ -259,3 +259,195 @@ describe('nn.TransformerDecoderLayer and nn.TransformerDecoder', function()
     error_matches(function() nn.TransformerDecoder(layer, 1.5) end, 'num_layers must be a positive integer, got 1.5')
   end)
 end)
+
+-- The fused op behind F.scaled_dot_product_attention (src/attention.c): values and
+-- gradients against PyTorch 1.13's math formula (spec/fixtures/sdpa_fused.lua, written by
+-- spec/fixtures/make_sdpa_fused.py) for shapes with L ~= S and E ~= Ev, broadcast masks of
+-- both kinds, causal masks, a fully masked row and sizes around the CPU kernel's 64-row
+-- tiles, in float64 and float32; non-contiguous inputs, gradchecks, dropout, errors.
+describe('the fused scaled_dot_product_attention', function()
+  local fused = dofile('spec/fixtures/sdpa_fused.lua')
+  local device = dofile('spec/helpers/device.lua')
+
+  local function run_case(c, dtype, rg)
+    local function t(v) return torch.tensor(v, { dtype = dtype, requires_grad = rg or nil }) end
+    local q, k, v = t(c.q), t(c.k), t(c.v)
+    local opts = { is_causal = c.is_causal, scale = c.scale }
+    if c.mask then
+      opts.attn_mask = c.mask_bool and bool(c.mask) or torch.tensor(c.mask, { dtype = dtype })
+      opts.attn_mask = opts.attn_mask:reshape(table.unpack(c.mask_shape))
+    end
+    local out = F.scaled_dot_product_attention(q, k, v, opts)
+    return out, q, k, v
+  end
+
+  it('matches PyTorch in value and gradient (float64): masks, broadcasting, causal, tiles, NaN rows', function()
+    local n = 0
+    for name, c in pairs(fused) do
+      local out, q, k, v = run_case(c, 'float64', true)
+      assert.are.equal('ScaledDotProductFlashAttentionBackward0', out.grad_fn.name)
+      close(out, c.out, 1e-12, name .. ' value');
+      (out * f64(c.gout)):sum():backward()
+      close(q.grad, c.grads[1], 1e-10, name .. ' grad q')
+      close(k.grad, c.grads[2], 1e-10, name .. ' grad k')
+      close(v.grad, c.grads[3], 1e-10, name .. ' grad v')
+      n = n + 1
+    end
+    assert.are.equal(21, n)
+  end)
+
+  it('matches PyTorch in float32 to float32 rounding', function()
+    for name, c in pairs(fused) do
+      local out, q, k, v = run_case(c, 'float32', true)
+      assert.are.equal('float32', out.dtype)
+      close(out, c.out, 2e-5, name .. ' value');
+      (out * torch.tensor(c.gout, { dtype = 'float32' })):sum():backward()
+      close(q.grad, c.grads[1], 2e-4, name .. ' grad q')
+      close(k.grad, c.grads[2], 2e-4, name .. ' grad k')
+      close(v.grad, c.grads[3], 2e-4, name .. ' grad v')
+    end
+  end)
+
+  it('reads non-contiguous inputs and masks', function()
+    local c = fused.float_mask_4d
+    -- the same values laid out [L, B, H, E] and viewed as [B, H, L, E]
+    local function strided(v, rg)
+      local x = f64(v):permute(3, 1, 2, 4):contiguous():permute(2, 3, 1, 4)
+      assert.is_false(x:is_contiguous())
+      if rg then x = x:detach():requires_grad_(true) end
+      return x
+    end
+    local q, k, v = strided(c.q, true), strided(c.k, true), strided(c.v, true)
+    local mask = f64(c.mask):transpose(3, 4):contiguous():transpose(3, 4)
+    local out = F.scaled_dot_product_attention(q, k, v, { attn_mask = mask })
+    close(out, c.out, 1e-12, 'value');
+    (out * f64(c.gout)):sum():backward()
+    close(q.grad, c.grads[1], 1e-10, 'grad q')
+    close(k.grad, c.grads[2], 1e-10, 'grad k')
+    close(v.grad, c.grads[3], 1e-10, 'grad v')
+  end)
+
+  it('broadcasts leading dims of query, key and value as matmul does', function()
+    local c = fused.plain_3d   -- q [3, 6, 5]; k and v given once for the three
+    local q = f64(c.q, true)
+    local k = torch.tensor({ c.k[1] }, { dtype = 'float64' })
+    local v = torch.tensor({ c.v[1] }, { dtype = 'float64' })
+    local out = F.scaled_dot_product_attention(q, k, v)
+    local want = F.scaled_dot_product_attention(q, k:expand(3, 4, 5):contiguous(), v:expand(3, 4, 3):contiguous())
+    assert.are.same({ 3, 6, 3 }, out:size():totable())
+    close(out[1], c.out[1], 1e-12, 'first batch entry')
+    close(out, want, 0, 'expanded inputs')
+  end)
+
+  it('passes float64 gradchecks (bool broadcast mask, causal, L ~= S, E ~= Ev, scale)', function()
+    local function rg(...) return torch.randn({ ... }, { dtype = 'float64', requires_grad = true }) end
+    local q, k, v = rg(2, 2, 3, 4), rg(2, 2, 5, 4), rg(2, 2, 5, 3)
+    local mask = torch.tensor({ { true, false, true, true, true } }, { dtype = 'bool' })
+    assert.is_true(torch.autograd.gradcheck(function(a, b, c)
+      return F.scaled_dot_product_attention(a, b, c, { attn_mask = mask })
+    end, { q, k, v }))
+    assert.is_true(torch.autograd.gradcheck(function(a, b, c)
+      return F.scaled_dot_product_attention(a, b, c, { is_causal = true, scale = 0.3 })
+    end, { q, k, v }))
+  end)
+
+  it('drops probabilities with a draw that the backward repeats', function()
+    -- q = k = 0 gives probabilities 1/S and v = I puts them in the output: out * S * (1 - p)
+    -- is the keep mask
+    local S, p = 40, 0.3
+    local z = torch.zeros(2, 30, 8, { dtype = 'float64' })
+    local eye = torch.eye(S, { dtype = 'float64' }):expand(2, S, S)
+    torch.manual_seed(3)
+    local keep = F.scaled_dot_product_attention(z, torch.zeros(2, S, 8, { dtype = 'float64' }), eye,
+      { dropout_p = p }) * (S * (1 - p))
+    local ones = keep:eq(1):sum():item()
+    assert.are.equal(keep:numel(), ones + keep:eq(0):sum():item())
+    assert.is_true(math.abs(ones / keep:numel() - (1 - p)) < 0.05, 'kept fraction ' .. ones / keep:numel())
+    -- one seed, one draw
+    torch.manual_seed(3)
+    local again = F.scaled_dot_product_attention(z, torch.zeros(2, S, 8, { dtype = 'float64' }), eye,
+      { dropout_p = p }) * (S * (1 - p))
+    assert.are.equal(0, (again - keep):abs():sum():item())
+    -- the gradient uses the forward's mask: a gradcheck that redraws it from the same seed
+    local function rg(...) return torch.randn({ ... }, { dtype = 'float64', requires_grad = true }) end
+    assert.is_true(torch.autograd.gradcheck(function(a, b, c)
+      torch.manual_seed(11)
+      return F.scaled_dot_product_attention(a, b, c, { dropout_p = 0.4, is_causal = true })
+    end, { rg(2, 5, 3), rg(2, 6, 3), rg(2, 6, 2) }))
+  end)
+
+  it('gives zeros for empty keys and empty outputs for empty queries', function()
+    local out = F.scaled_dot_product_attention(torch.randn(2, 3, 4), torch.randn(2, 0, 4), torch.randn(2, 0, 5))
+    assert.are.same({ 2, 3, 5 }, out:size():totable())
+    assert.are.equal(0, out:abs():sum():item())
+    out = F.scaled_dot_product_attention(torch.randn(2, 0, 4), torch.randn(2, 3, 4), torch.randn(2, 3, 5))
+    assert.are.same({ 2, 0, 5 }, out:size():totable())
+  end)
+
+  it('rejects masks of the wrong dtype or shape and mixed dtypes', function()
+    local q = torch.randn(2, 3, 4)
+    error_matches(function() F.scaled_dot_product_attention(q, q, q, { attn_mask = torch.zeros(3, 3, { dtype = 'int64' }) }) end,
+      "attn_mask must be bool or of the query's dtype float32, got int64")
+    error_matches(function() F.scaled_dot_product_attention(q, q, q, { attn_mask = torch.zeros(4, 3, 3) }) end,
+      'attn_mask of shape [4, 3, 3] does not broadcast')
+    error_matches(function() F.scaled_dot_product_attention(q, q:double(), q) end, 'must have one dtype')
+    error_matches(function() F.scaled_dot_product_attention(q, q, q, { scale = -1 }) end, 'scale must be a positive')
+    error_matches(function() torch._C.sdpa(q, q, q, torch.zeros(3, 3), true, 0) end, 'not both')
+    if device.is_cuda then   -- the CUDA kernels keep a row of up to 128 in registers
+      local wide = torch.randn(1, 2, 130)
+      error_matches(function() F.scaled_dot_product_attention(wide, wide, wide) end,
+        'supports head dims up to 128, got E = 130 and Ev = 130')
+    end
+  end)
+
+  it('keeps O(L) memory on the device for forward and backward', function()
+    if not device.is_cuda then return pending('needs a CUDA device (the emulated one will do)') end
+    local L = 1024
+    local q = torch.randn(1, 2, L, 16, { requires_grad = true })
+    local k, v = torch.randn(1, 2, L, 16, { requires_grad = true }), torch.randn(1, 2, L, 16, { requires_grad = true })
+    torch.cuda.synchronize()
+    local base = torch.cuda.memory_allocated()
+    local peak0 = torch.cuda.max_memory_allocated()
+    local out = F.scaled_dot_product_attention(q, k, v, { is_causal = true })
+    out:sum():backward()
+    torch.cuda.synchronize()
+    local grown = torch.cuda.max_memory_allocated() - math.max(base, peak0)
+    -- one head's L x S scores alone would be 4 MiB; inputs, output, grads and lse are ~0.9 MiB
+    assert.is_true(grown < 2 * 1024 * 1024, 'peak grew by ' .. grown .. ' bytes')
+  end)
+
+  it('gives on cuda:0 the CPU kernel\'s numbers (float32, float64, masks, dropout)', function()
+    if not device.is_cuda then return pending('needs a CUDA device (the emulated one will do)') end
+    for _, dtype in ipairs { 'float32', 'float64' } do
+      for _, case in ipairs {
+        { L = 70, S = 45, E = 24, Ev = 40, opts = { is_causal = true } },
+        { L = 33, S = 130, E = 64, Ev = 64, mask = 'bool' },
+        { L = 17, S = 65, E = 100, Ev = 8, mask = 'float', opts = { dropout_p = 0.25 } },
+      } do
+        local cpu = torch.device('cpu')
+        local q = torch.randn(2, 3, case.L, case.E, { dtype = dtype, device = cpu })
+        local k = torch.randn(2, 3, case.S, case.E, { dtype = dtype, device = cpu })
+        local v = torch.randn(2, 3, case.S, case.Ev, { dtype = dtype, device = cpu })
+        local g = torch.randn(2, 3, case.L, case.Ev, { dtype = dtype, device = cpu })
+        local mask
+        if case.mask == 'bool' then mask = torch.rand(2, 1, case.L, case.S, { device = cpu }):gt(0.2) end
+        if case.mask == 'float' then mask = torch.randn(case.S, { dtype = dtype, device = cpu }) end
+        local results = {}
+        for _, dev in ipairs { 'cpu', device.name } do
+          local function on(x) return x and x:to(dev):detach() or nil end
+          local a, b, c = on(q):requires_grad_(true), on(k):requires_grad_(true), on(v):requires_grad_(true)
+          local opts = { attn_mask = on(mask) }
+          for key, val in pairs(case.opts or {}) do opts[key] = val end
+          torch.manual_seed(5)
+          local out = F.scaled_dot_product_attention(a, b, c, opts)
+          out:backward(on(g))
+          results[#results + 1] = { out:cpu(), a.grad:cpu(), b.grad:cpu(), c.grad:cpu() }
+        end
+        local tol = dtype == 'float32' and 1e-4 or 1e-12
+        for i, what in ipairs { 'value', 'grad q', 'grad k', 'grad v' } do
+          close(results[2][i], results[1][i], tol, dtype .. ' ' .. what)
+        end
+      end
+    end
+  end)
+end)

@@ -46,6 +46,25 @@ typedef struct {
 /* how scatter_offsets combines a value with what is there (bool: add and max are "or",
  * mul and min "and") */
 typedef enum { DP_SCATTER_COPY = 0, DP_SCATTER_ADD, DP_SCATTER_MUL, DP_SCATTER_MAX, DP_SCATTER_MIN } dp_scatter_mode;
+/* attention: the shape and options of one scaled dot-product attention.  batch is the
+ * product of the leading dims; the mask (bool: true takes part, or float of the inputs'
+ * dtype: added to the scores) is element (b, i, j) at mask + i * mask_sl + j * mask_ss +
+ * the offset of b, whose digits in mask_bsizes (the inputs' leading dims, last fastest)
+ * are weighted by mask_bstrides (0 on broadcast dims).  Dropout keeps element (b, i, j)
+ * when philox(seed, offset + (b * L + i) * S + j)'s uniform is >= dropout_p. */
+typedef enum { DP_SDPA_MASK_NONE = 0, DP_SDPA_MASK_BOOL, DP_SDPA_MASK_FLOAT } dp_sdpa_mask_kind;
+typedef struct {
+    int64_t batch, L, S, E, Ev;
+    double scale;
+    bool causal;                /* key j > query i is masked (top-left aligned) */
+    int mask_kind;              /* dp_sdpa_mask_kind */
+    const void *mask;
+    int mask_nb;                /* leading dims of the mask's batch offset */
+    int64_t mask_bsizes[DP_MAX_DIMS], mask_bstrides[DP_MAX_DIMS];
+    int64_t mask_sl, mask_ss;
+    double dropout_p;
+    uint64_t seed, offset;
+} dp_sdpa_params;
 
 typedef struct dp_backend {
     const char *name;
@@ -170,6 +189,17 @@ typedef struct dp_backend {
                      double alpha, const void *a, int64_t lda, int64_t stride_a,
                      const void *b, int64_t ldb, int64_t stride_b,
                      double beta, void *c, int64_t ldc, int64_t stride_c, int64_t batch);
+    /* ---- attention: scaled dot-product attention (attention.c, cpu_attention.c,
+     * kernels/attention.cu), FlashAttention-2 style: q [batch, L, E], k [batch, S, E],
+     * v [batch, S, Ev], out [batch, L, Ev] and the rows' logsumexp lse [batch, L], all
+     * contiguous and of one float dtype; the L x S scores are never stored.  The mask is
+     * read with broadcast strides (dp_sdpa_params).  The backward recomputes the
+     * probabilities from q, k and lse and writes gq, gk, gv (NULL: not wanted). */
+    int (*sdpa_forward)(const dp_sdpa_params *p, const dp_view *out, const dp_view *lse, const dp_view *q,
+                        const dp_view *k, const dp_view *v);
+    int (*sdpa_backward)(const dp_sdpa_params *p, const dp_view *gq, const dp_view *gk, const dp_view *gv,
+                         const dp_view *gout, const dp_view *q, const dp_view *k, const dp_view *v,
+                         const dp_view *out, const dp_view *lse);
 } dp_backend;
 
 /* The backend registry (registry.c): the backend serving a device, or NULL with dp_error()

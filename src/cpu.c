@@ -548,4 +548,7 @@ const dp_backend dp_cpu_backend = {
     .adadelta_step = cpu_adadelta_step,
     .gather_offsets = dp_cpu_gather_offsets,
     .scatter_offsets = dp_cpu_scatter_offsets,
+    /* attention (cpu_attention.c) */
+    .sdpa_forward = cpu_sdpa_forward,
+    .sdpa_backward = cpu_sdpa_backward,
 };

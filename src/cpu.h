@@ -138,5 +138,11 @@ int cpu_layer_norm(const dp_view *out, const dp_view *mean, const dp_view *rstd,
 int cpu_layer_norm_backward(const dp_view *gx, const dp_view *gw, const dp_view *gb, const dp_view *gy,
                             const dp_view *x, const dp_view *mean, const dp_view *rstd, const dp_view *weight,
                             int64_t rows, int64_t cols);
+/* cpu_attention.c */
+int cpu_sdpa_forward(const dp_sdpa_params *p, const dp_view *out, const dp_view *lse, const dp_view *q,
+                     const dp_view *k, const dp_view *v);
+int cpu_sdpa_backward(const dp_sdpa_params *p, const dp_view *gq, const dp_view *gk, const dp_view *gv,
+                      const dp_view *gout, const dp_view *q, const dp_view *k, const dp_view *v, const dp_view *out,
+                      const dp_view *lse);
 
 #endif

@@ -5,7 +5,7 @@
 
 #include "backend.h"
 
-#define DP_MAX_SAVED 4
+#define DP_MAX_SAVED 8
 
 /* One input edge of a node: where the gradient for that input goes. */
 typedef struct {

@@ -2,17 +2,19 @@
 -- nn.TransformerEncoderLayer, nn.TransformerEncoder, nn.TransformerDecoderLayer and
 -- nn.TransformerDecoder.
 --
--- Everything is a composition of the engine's differentiable ops (matmul, softmax, where,
--- views, linear, layer_norm, dropout), so it runs on every device and autograd needs
--- nothing of its own.  Masks are turned into additive float masks (0 where attention is
--- allowed, -inf where not) before the softmax, as PyTorch 1.13's multi_head_attention_forward
--- does; a row whose keys are all masked comes out NaN there too.
+-- The attention itself is one fused engine op (torch._C.sdpa, src/attention.c) that never
+-- stores the L x S attention matrix; the rest is a composition of the engine's
+-- differentiable ops (views, linear, layer_norm, dropout).  nn.MultiheadAttention asked
+-- for its weights computes them with matmul and softmax instead.  Its masks are turned
+-- into additive float masks (0 where attention is allowed, -inf where not), as PyTorch
+-- 1.13's multi_head_attention_forward does; a row whose keys are all masked comes out NaN.
 local torch = require 'torch'
 local Parameter = require 'nn.Parameter'
 local F = require 'nn.functional'
 local utils = require 'nn.utils'
 local amp = require 'torch.amp'
 local nn = require 'nn'
+local C = require 'torch._C'
 
 local M = {}
 
@@ -45,14 +47,55 @@ local function causal_mask(L, S, like)
 end
 M.causal_mask = causal_mask
 
--- F.scaled_dot_product_attention(q, k, v [, {attn_mask=, dropout_p=0, is_causal=false}]):
--- softmax(q k^T / sqrt(E) + mask) v for q [..., L, E], k [..., S, E], v [..., S, Ev]
--- (PyTorch 2.x's semantics: a bool attn_mask is true where attention is allowed, a float
--- one is added to the scores; is_causal masks out the keys after each query).
+-- The leading (batch) dims of q, k, v and the mask broadcast together, as matmul and the
+-- mask's addition do in the composed formula; the fused op takes one set of leading dims.
+local function broadcast_batch(who, q, k, v, mask)
+  local shapes = { q:size():totable(), k:size():totable(), v:size():totable() }
+  local n = 0
+  for _, s in ipairs(shapes) do n = math.max(n, #s - 2) end
+  if mask and mask:dim() > 2 then n = math.max(n, mask:dim() - 2) end
+  local batch = {}
+  local function join(s, lead)
+    for d = 1, lead do
+      local i = n - lead + d
+      local x = s[d]
+      if batch[i] == nil or batch[i] == 1 then batch[i] = x
+      elseif x ~= 1 and x ~= batch[i] then return false end
+    end
+    return true
+  end
+  for i = 1, n do batch[i] = 1 end
+  local ok = true
+  for _, s in ipairs(shapes) do ok = join(s, #s - 2) and ok end
+  if not ok then
+    utils.error(('%s: the leading dims of query, key and value must broadcast, got shapes %s, %s and %s')
+      :format(who, utils.shape(q), utils.shape(k), utils.shape(v)))
+  end
+  if mask and mask:dim() > 2 then
+    local ms = mask:size():totable()
+    if not join(ms, #ms - 2) then return q, k, v, false end   -- the op reports the mask's shape
+  end
+  local function widen(t)
+    local s = t:size():totable()
+    local want = {}
+    for i = 1, n do want[i] = batch[i] end
+    want[n + 1], want[n + 2] = s[#s - 1], s[#s]
+    for i = 1, n + 2 do if want[i] ~= (s[#s - (n + 2) + i] or -1) then return t:expand(table.unpack(want)) end end
+    return t
+  end
+  return widen(q), widen(k), widen(v), true
+end
+
+-- F.scaled_dot_product_attention(q, k, v [, {attn_mask=, dropout_p=0, is_causal=false,
+-- scale=1/sqrt(E)}]): softmax(q k^T * scale + mask) v for q [..., L, E], k [..., S, E],
+-- v [..., S, Ev] (PyTorch 2.x's semantics: a bool attn_mask is true where attention is
+-- allowed, a float one is added to the scores; is_causal masks out the keys after each
+-- query).  One fused op (src/attention.c): the L x S attention matrix is never stored, in
+-- the forward or for the backward; a row whose keys are all masked comes out NaN.
 function M.scaled_dot_product_attention(q, k, v, opts)
   local who = 'scaled_dot_product_attention'
   q, k, v = amp.cast_lower(q, k, v)   -- autocast: runs in its lower precision dtype
-  local o = utils.options(who, opts, { attn_mask = false, dropout_p = 0, is_causal = false })
+  local o = utils.options(who, opts, { attn_mask = false, dropout_p = 0, is_causal = false, scale = false })
   check_float(who, 'query', q); check_float(who, 'key', k); check_float(who, 'value', v)
   if q:dim() < 2 or k:dim() < 2 or v:dim() < 2 then
     utils.error(('%s: query, key and value need at least 2 dimensions [..., L, E], got shapes %s, %s and %s')
@@ -70,24 +113,28 @@ function M.scaled_dot_product_attention(q, k, v, opts)
   if type(o.dropout_p) ~= 'number' or o.dropout_p < 0 or o.dropout_p > 1 then
     utils.error(('%s: dropout_p must be a number in [0, 1], got %s'):format(who, tostring(o.dropout_p)))
   end
-  local scores = torch.matmul(q, k:transpose(k:dim() - 1, k:dim())) * (1 / math.sqrt(E))
-  local L = q:size(q:dim() - 1)
-  if o.is_causal then
-    if o.attn_mask then
-      utils.error(('%s: give either attn_mask or is_causal=true, not both'):format(who))
-    end
-    scores = scores + causal_mask(L, S, q)
-  elseif o.attn_mask then
-    local mask = additive(who, 'attn_mask', o.attn_mask, q, true)
-    local ok, err = pcall(function() scores = scores + mask end)
-    if not ok then
-      utils.error(('%s: attn_mask of shape %s does not broadcast to the scores\' shape %s (%s)')
-        :format(who, utils.shape(mask), utils.shape(scores), tostring(err)))
+  if o.scale and (type(o.scale) ~= 'number' or not (o.scale > 0)) then
+    utils.error(('%s: scale must be a positive number, got %s'):format(who, tostring(o.scale)))
+  end
+  if o.is_causal and o.attn_mask then
+    utils.error(('%s: give either attn_mask or is_causal=true, not both'):format(who))
+  end
+  local mask = o.attn_mask or nil
+  if mask then
+    utils.check_tensor(who, mask, 'attn_mask')
+    if mask.dtype ~= 'bool' and mask.dtype ~= q.dtype then
+      utils.error(('%s: attn_mask must be bool or of the query\'s dtype %s, got %s'):format(who, q.dtype, mask.dtype))
     end
   end
-  local attn = F.softmax(scores, scores:dim())
-  if o.dropout_p > 0 then attn = F.dropout(attn, o.dropout_p, true) end
-  return torch.matmul(attn, v)
+  q, k, v = broadcast_batch(who, q, k, v, mask)
+  local dtype = q.dtype
+  if dtype == 'float16' or dtype == 'bfloat16' then
+    -- the 2-byte types compute in float32 inside, as every other op does (src/half.c)
+    q, k, v = q:float(), k:float(), v:float()
+    if mask and mask.dtype ~= 'bool' then mask = mask:float() end
+    return C.sdpa(q, k, v, mask, o.is_causal, o.dropout_p, o.scale or nil):to(dtype)
+  end
+  return C.sdpa(q, k, v, mask, o.is_causal, o.dropout_p, o.scale or nil)
 end
 F.scaled_dot_product_attention = M.scaled_dot_product_attention
 
@@ -158,15 +205,45 @@ local function check_input(self, what, x)
   end
 end
 
+-- The additive mask of attn_mask and key_padding_mask (nil when neither is given), shaped
+-- to broadcast to [N, H, L, S]: attn_mask [L, S] or [N, H, L, S], key_padding_mask
+-- [N, 1, 1, S], their sum when both are given.
+local function mha_mask(name, o, like, L, S, N, H)
+  local mask
+  if o.attn_mask then
+    mask = additive(name, 'attn_mask', o.attn_mask, like, false)
+    local ok = (mask:dim() == 2 and mask:size(1) == L and mask:size(2) == S)
+      or (mask:dim() == 3 and mask:size(1) == N * H and mask:size(2) == L and mask:size(3) == S)
+    if not ok then
+      utils.error(('%s: attn_mask must be [%d, %d] or [%d, %d, %d] (N * num_heads, L, S), got shape %s')
+        :format(name, L, S, N * H, L, S, utils.shape(mask)))
+    end
+    if mask:dim() == 3 then mask = mask:reshape(N, H, L, S) end
+  end
+  if o.key_padding_mask then
+    local kpm = additive(name, 'key_padding_mask', o.key_padding_mask, like, false)
+    if kpm:dim() ~= 2 or kpm:size(1) ~= N or kpm:size(2) ~= S then
+      utils.error(('%s: key_padding_mask must be [%d, %d] (N, S), got shape %s')
+        :format(name, N, S, utils.shape(o.key_padding_mask)))
+    end
+    kpm = kpm:reshape(N, 1, 1, S)
+    mask = mask and mask + kpm or kpm
+  end
+  return mask
+end
+
 -- forward(query, key, value [, {key_padding_mask=, need_weights=true, attn_mask=,
--- average_attn_weights=true}]): returns the output and the attention weights (averaged
--- over heads, or per head [N, H, L, S]; nil when need_weights is false).  As PyTorch 1.13:
--- a bool attn_mask or key_padding_mask is true where attention is NOT allowed; a float one
--- is added.  attn_mask is [L, S] or [N * H, L, S]; key_padding_mask is [N, S] (or [S]).
+-- average_attn_weights=true, is_causal=false}]): returns the output and the attention
+-- weights (averaged over heads, or per head [N, H, L, S]; nil when need_weights is false).
+-- As PyTorch 1.13: a bool attn_mask or key_padding_mask is true where attention is NOT
+-- allowed; a float one is added.  attn_mask is [L, S] or [N * H, L, S]; key_padding_mask is
+-- [N, S] (or [S]); is_causal without an attn_mask masks the keys after each query.
+-- Without weights the heads go through the fused F.scaled_dot_product_attention (no L x S
+-- matrix kept); with them, through matmul and softmax, whose result is the weights.
 function MHA:forward(query, key, value, opts)
   local name = tostring(self)
-  local o = utils.options(name, opts,
-    { key_padding_mask = false, need_weights = true, attn_mask = false, average_attn_weights = true })
+  local o = utils.options(name, opts, { key_padding_mask = false, need_weights = true, attn_mask = false,
+                                        average_attn_weights = true, is_causal = false })
   check_input(self, 'query', query); check_input(self, 'key', key); check_input(self, 'value', value)
   if key:dim() ~= query:dim() or value:dim() ~= query:dim() then
     utils.error(('%s: query, key and value must all be batched (3-D) or all unbatched (2-D), got shapes %s, %s and %s')
@@ -195,41 +272,32 @@ function MHA:forward(query, key, value, opts)
   local function proj(x, i)
     return F.linear(x, w:narrow(1, (i - 1) * E + 1, E), b and b:narrow(1, (i - 1) * E + 1, E) or nil)
   end
-  -- [L, N, E] -> [N * H, L, hd]
-  local function heads(x, len) return x:reshape(len, N * H, hd):transpose(1, 2) end
-  local q = heads(proj(query, 1), L) * (1 / math.sqrt(hd))
-  local k, v = heads(proj(key, 2), S), heads(proj(value, 3), S)
+  -- [L, N, E] -> [N, H, L, hd]
+  local function heads(x, len) return x:reshape(len, N, H, hd):permute(2, 3, 1, 4) end
+  local q, k, v = heads(proj(query, 1), L), heads(proj(key, 2), S), heads(proj(value, 3), S)
 
-  local mask
-  if o.attn_mask then
-    mask = additive(name, 'attn_mask', o.attn_mask, q, false)
-    local ok = (mask:dim() == 2 and mask:size(1) == L and mask:size(2) == S)
-      or (mask:dim() == 3 and mask:size(1) == N * H and mask:size(2) == L and mask:size(3) == S)
-    if not ok then
-      utils.error(('%s: attn_mask must be [%d, %d] or [%d, %d, %d] (N * num_heads, L, S), got shape %s')
-        :format(name, L, S, N * H, L, S, utils.shape(mask)))
-    end
+  -- the causal flag of the fused op, unless other masks join it
+  local causal = o.is_causal and not o.attn_mask
+  if causal and (o.need_weights or o.key_padding_mask) then
+    o.attn_mask, causal = causal_mask(L, S, q), false
   end
-  if o.key_padding_mask then
-    local kpm = additive(name, 'key_padding_mask', o.key_padding_mask, q, false)
-    if kpm:dim() ~= 2 or kpm:size(1) ~= N or kpm:size(2) ~= S then
-      utils.error(('%s: key_padding_mask must be [%d, %d] (N, S), got shape %s')
-        :format(name, N, S, utils.shape(o.key_padding_mask)))
-    end
-    kpm = kpm:reshape(N, 1, 1, S):expand(N, H, 1, S):reshape(N * H, 1, S)
-    mask = mask and mask + kpm or kpm
+  local mask = mha_mask(name, o, q, L, S, N, H)
+  local p = self.training and self.dropout or 0
+  local out, attn
+  if o.need_weights then
+    local scores = torch.matmul(q * (1 / math.sqrt(hd)), k:transpose(3, 4))   -- [N, H, L, S]
+    if mask then scores = scores + mask end
+    attn = F.softmax(scores, 4)
+    if p > 0 then attn = F.dropout(attn, p, true) end
+    out = torch.matmul(attn, v)
+  else
+    out = M.scaled_dot_product_attention(q, k, v, { attn_mask = mask, is_causal = causal, dropout_p = p })
   end
-
-  local scores = torch.matmul(q, k:transpose(2, 3))   -- [N * H, L, S]
-  if mask then scores = scores + mask end
-  local attn = F.softmax(scores, 3)
-  if self.dropout > 0 then attn = F.dropout(attn, self.dropout, self.training) end
-  local out = torch.matmul(attn, v):transpose(1, 2):reshape(L, N, E)
-  out = self.out_proj(out)
+  out = self.out_proj(out:permute(3, 1, 2, 4):reshape(L, N, E))
 
   local weights
   if o.need_weights then
-    weights = attn:reshape(N, H, L, S)
+    weights = attn
     if o.average_attn_weights then weights = weights:mean(2) end
     if not batched then weights = weights:squeeze(1) end
   end
@@ -283,14 +351,9 @@ function EncoderLayer:__init(d_model, nhead, opts)
   self.dropout2 = nn.Dropout(o.dropout)
 end
 
--- The sequence length of src (dimension 1, or 2 with batch_first when batched).
-local function seq_len(self, src)
-  if src:dim() == 3 and self.batch_first then return src:size(2) end
-  return src:size(1)
-end
-
-local function sa_block(self, x, mask, kpm)
-  local out = self.self_attn(x, x, x, { attn_mask = mask, key_padding_mask = kpm, need_weights = false })
+local function sa_block(self, x, mask, kpm, causal)
+  local out = self.self_attn(x, x, x, { attn_mask = mask, key_padding_mask = kpm, need_weights = false,
+                                        is_causal = causal })
   return self.dropout1(out)
 end
 
@@ -305,17 +368,14 @@ function EncoderLayer:forward(src, opts)
   local o = utils.options(tostring(self), opts, { src_mask = false, src_key_padding_mask = false, is_causal = false })
   check_float(tostring(self), 'src', src)
   local mask = o.src_mask or nil
-  if o.is_causal and not mask then
-    local L = seq_len(self, src)
-    mask = causal_mask(L, L, src)
-  end
+  local causal = o.is_causal and not mask   -- the fused attention's causal flag, no mask made
   local kpm = o.src_key_padding_mask or nil
   local x = src
   if self.norm_first then
-    x = x + sa_block(self, self.norm1(x), mask, kpm)
+    x = x + sa_block(self, self.norm1(x), mask, kpm, causal)
     x = x + ff_block(self, self.norm2(x), self.dropout2)
   else
-    x = self.norm1(x + sa_block(self, x, mask, kpm))
+    x = self.norm1(x + sa_block(self, x, mask, kpm, causal))
     x = self.norm2(x + ff_block(self, x, self.dropout2))
   end
   return x
@@ -413,18 +473,15 @@ function DecoderLayer:forward(tgt, memory, opts)
   check_float(tostring(self), 'tgt', tgt)
   check_float(tostring(self), 'memory', memory)
   local tmask = o.tgt_mask or nil
-  if o.tgt_is_causal and not tmask then
-    local L = seq_len(self, tgt)
-    tmask = causal_mask(L, L, tgt)
-  end
+  local causal = o.tgt_is_causal and not tmask
   local tkpm, mmask, mkpm = o.tgt_key_padding_mask or nil, o.memory_mask or nil, o.memory_key_padding_mask or nil
   local x = tgt
   if self.norm_first then
-    x = x + sa_block(self, self.norm1(x), tmask, tkpm)
+    x = x + sa_block(self, self.norm1(x), tmask, tkpm, causal)
     x = x + mha_block(self, self.norm2(x), memory, mmask, mkpm)
     x = x + ff_block(self, self.norm3(x), self.dropout3)
   else
-    x = self.norm1(x + sa_block(self, x, tmask, tkpm))
+    x = self.norm1(x + sa_block(self, x, tmask, tkpm, causal))
     x = self.norm2(x + mha_block(self, x, memory, mmask, mkpm))
     x = self.norm3(x + ff_block(self, x, self.dropout3))
   end
