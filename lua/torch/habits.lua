@@ -41,6 +41,11 @@ function M.install(torch)
   torch.DoubleTensor = constructor('torch.DoubleTensor', 'float64')
   torch.LongTensor = constructor('torch.LongTensor', 'int64')
   torch.BoolTensor = constructor('torch.BoolTensor', 'bool')
+  -- Torch7's narrower integer tensors, int64 here (dplua's one integer dtype)
+  torch.IntTensor = constructor('torch.IntTensor', 'int64')
+  torch.ShortTensor = constructor('torch.ShortTensor', 'int64')
+  torch.CharTensor = constructor('torch.CharTensor', 'int64')
+  torch.ByteTensor = constructor('torch.ByteTensor', 'int64')
 
   -- torch.range(a, b [, step]): a, a + step, ... up to b inclusive, float32 (Torch7's,
   -- and PyTorch's deprecated one; torch.arange excludes b)

@@ -32,6 +32,14 @@ torch.float32, torch.float = 'float32', 'float32'
 torch.float64, torch.double = 'float64', 'float64'
 torch.int64, torch.long = 'int64', 'int64'
 torch.bool = 'bool'
+-- PyTorch's narrower integer dtypes: int64 is dplua's one integer dtype, so these name it
+-- (values keep 64 bits; there is no wrap-around at 32, 16 or 8 bits)
+torch.int32, torch.int, torch.int16, torch.short = 'int64', 'int64', 'int64', 'int64'
+torch.int8, torch.uint8 = 'int64', 'int64'
+
+-- inference_mode(fn, ...): fn(...) without recording autograd graphs (no_grad's meaning
+-- here: dplua has no separate inference tensors)
+function torch.inference_mode(fn, ...) return torch.no_grad(fn, ...) end
 
 -- ------------------------------------------------------------------ classes
 

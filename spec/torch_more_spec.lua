@@ -1,0 +1,191 @@
+-- The torch.* names PyTorch programs use beyond the core: dtype aliases, the default dtype,
+-- inference_mode, torch.utils.data, anomaly detection, torch.autograd.functional (and the
+-- other sections below), against PyTorch 1.13: spec/fixtures/torch_more.lua (written by
+-- spec/fixtures/make_torch_more.py) holds the inputs and PyTorch's outputs of each case;
+-- the CALLS tables below are the dplua calls (1-based dims and classes).
+-- spec/gpu/specs runs it again on cpu:1 and the emulated cuda:0.
+local torch = require 'torch'
+local check = dofile('spec/helpers/check.lua')
+local flat, same_number, expect_error = check.flat, check.same_number, check.expect_error
+
+local here = debug.getinfo(1, 'S').source:match('^@(.*)/[^/]*$') or 'spec'
+local fixtures = dofile(here .. '/fixtures/torch_more.lua')
+
+local function compare(label, got, want, tol)
+  assert(torch.is_tensor(got), label .. ': not a tensor')
+  assert.are.same(want.shape, got:size():totable(), label .. ': shape')
+  assert.are.equal(want.dtype, got.dtype, label .. ': dtype')
+  local g, w = flat(got:dim() == 0 and { got:item() } or got:tolist()), flat(want.values)
+  assert.are.equal(#w, #g, label .. ': element count')
+  for i = 1, #w do
+    assert(same_number(g[i], w[i], tol), ('%s: element %d is %s, PyTorch %s'):format(label, i, tostring(g[i]), tostring(w[i])))
+  end
+end
+
+-- every case of a fixture section through its call; tols: per-case tolerances
+local function against_pytorch(section, calls, tols)
+  local cases = fixtures[section]
+  local names = {}
+  for name in pairs(cases) do names[#names + 1] = name end
+  table.sort(names)
+  it('every fixture case has a call and every call a case', function()
+    for _, name in ipairs(names) do assert(calls[name], 'no call for ' .. name) end
+    for name in pairs(calls) do assert(cases[name], 'no fixture case for ' .. name) end
+  end)
+  for _, name in ipairs(names) do
+    local c = cases[name]
+    it(name, function()
+      local inputs = {}
+      for i, spec in ipairs(c.inputs) do
+        inputs[i] = #spec.values == 0 and torch.zeros({ 0 }, { dtype = spec.dtype })
+          or torch.tensor(spec.values, { dtype = spec.dtype })
+      end
+      local results = table.pack(calls[name](table.unpack(inputs)))
+      assert.are.equal(#c.outputs, results.n, name .. ': number of results')
+      for j, want in ipairs(c.outputs) do
+        local tol = (tols and tols[name]) or (want.dtype == 'float64' and 1e-10 or 1e-5)
+        compare(('%s (result %d)'):format(name, j), results[j], want, tol)
+      end
+    end)
+  end
+end
+
+local function f64(v) return torch.tensor(v, { dtype = 'float64' }) end
+
+-- ---------------------------------------------------------------- names
+
+describe('PyTorch names', function()
+  it('takes int32, int16, int8, uint8 and int as int64, dplua\'s integer dtype', function()
+    for _, name in ipairs { 'int32', 'int16', 'int8', 'uint8', 'int', 'short' } do
+      assert.are.equal('int64', torch[name])
+      assert.are.equal('int64', torch.zeros(2, { dtype = name }).dtype)
+      assert.are.equal('int64', torch.tensor({ 1, 2 }, { dtype = name }).dtype)
+    end
+    assert.are.equal('int64', torch.ones(3):to('int32').dtype)
+    assert.are.equal('int64', torch.IntTensor(2).dtype)
+    assert.are.equal('int64', torch.ByteTensor({ 1, 2 }).dtype)
+    expect_error(function() torch.zeros(2, { dtype = 'int33' }) end, "unknown dtype 'int33'")
+  end)
+
+  it('set_default_dtype: creation follows float64, numbers stay int64', function()
+    assert.are.equal('float32', torch.get_default_dtype())
+    torch.set_default_dtype('float64')
+    local ok, err = pcall(function()
+      assert.are.equal('float64', torch.get_default_dtype())
+      assert.are.equal('float64', torch.zeros(2).dtype)
+      assert.are.equal('float64', torch.rand(2).dtype)
+      assert.are.equal('float64', torch.tensor({ 1.5, 2 }).dtype)
+      assert.are.equal('int64', torch.tensor({ 1, 2 }).dtype)
+      assert.are.equal('float64', torch.arange(0, 1, 0.25).dtype)
+      assert.are.equal('float64', torch.full({ 2 }, 0.5).dtype)
+      assert.are.equal('float64', torch.linspace(0, 1, 5).dtype)
+      -- 0.1 keeps its double value
+      assert.are.equal(0.1, torch.tensor({ 0.1 }):item())
+    end)
+    torch.set_default_dtype('float32')
+    assert(ok, err)
+    assert.are.equal('float32', torch.tensor({ 1.5 }).dtype)
+    expect_error(function() torch.set_default_dtype('int64') end, 'only floating point dtypes')
+  end)
+
+  it('inference_mode runs without recording', function()
+    local x = torch.ones(2, { requires_grad = true })
+    local y, n = torch.inference_mode(function(a) return a * 2, 7 end, x)
+    assert.is_false(y.requires_grad)
+    assert.are.equal(7, n)
+    assert.is_true((x * 2).requires_grad)
+  end)
+
+  it('torch.utils.data is torch.data, with Subset, ConcatDataset, random_split, BatchSampler', function()
+    local U = torch.utils.data
+    assert.are.equal(torch.data, U)
+    local ds = U.TensorDataset(torch.arange(1, 11))
+    local sub = U.Subset(ds, { 3, 1, 10 })
+    assert.are.equal(3, #sub)
+    assert.are.equal(10, sub:get(3))
+    expect_error(function() sub:get(4) end, 'index 4 is out of range for a dataset of 3 items')
+    expect_error(function() U.Subset(ds, { 11 }) end, 'indices[1] = 11 is out of range')
+    local cat = U.ConcatDataset({ sub, ds })
+    assert.are.equal(13, #cat)
+    assert.are.equal(1, cat:get(2))
+    assert.are.equal(1, cat:get(4))
+    assert.are.equal(10, cat:get(13))
+    local parts = U.random_split(ds, { 0.7, 0.3 }, torch.Generator():manual_seed(3))
+    assert.are.equal(7, #parts[1])
+    assert.are.equal(3, #parts[2])
+    local seen = {}
+    for _, p in ipairs(parts) do
+      for i = 1, #p do
+        local v = p:get(i)
+        assert.is_nil(seen[v])
+        seen[v] = true
+      end
+    end
+    for v = 1, 10 do assert.is_true(seen[v]) end
+    assert.are.equal(3, #U.random_split(ds, { 5, 2, 3 })[3])
+    expect_error(function() U.random_split(ds, { 5, 6 }) end, 'the lengths add up to 11 but the dataset has 10 items')
+    local batches = {}
+    local bs = U.BatchSampler(U.SequentialSampler(ds), 4, false)
+    for batch in bs:iter() do batches[#batches + 1] = batch end
+    assert.are.same({ { 1, 2, 3, 4 }, { 5, 6, 7, 8 }, { 9, 10 } }, batches)
+    assert.are.equal(3, #bs)
+    assert.are.equal(2, #U.BatchSampler({ 1, 2, 3, 4, 5 }, 2, true))
+    expect_error(function() U.BatchSampler(ds, 0, false) end, 'batch_size must be a positive integer')
+    assert.is_function(U.IterableDataset.iter)
+  end)
+
+  it('detect_anomaly names the node that returned NaN', function()
+    local x = torch.tensor({ 1.0, 0.0 }, { requires_grad = true })
+    expect_error(function()
+      torch.autograd.detect_anomaly(function() (x:sqrt() * 0):sum():backward() end)
+    end, "Function 'SqrtBackward0' returned nan values in its 1th output")
+    assert.is_false(torch.autograd.is_anomaly_enabled())
+    -- off: the NaN just lands in the gradient
+    local y = (x:sqrt() * 0):sum()
+    y:backward()
+    assert.is_true(x.grad[2] ~= x.grad[2])
+    torch.autograd.set_detect_anomaly(true)
+    local ok = pcall(function() (x * 2):sum():backward() end)
+    torch.autograd.set_detect_anomaly(false)
+    assert.is_true(ok)
+    expect_error(function() torch.autograd.set_detect_anomaly(1) end, 'expected true or false')
+  end)
+end)
+
+-- ---------------------------------------------------------------- autograd.functional
+
+describe('torch.autograd.functional against PyTorch', function()
+  local F = torch.autograd.functional
+  against_pytorch('functional', {
+    ['jacobian'] = function(x) return F.jacobian(function(v) return v:exp() * v:sum() end, x) end,
+    ['jacobian two inputs'] = function(x, y)
+      return table.unpack(F.jacobian(function(a, c) return torch.outer(a:sin(), c) end, { x, y }))
+    end,
+    ['hessian'] = function(x) return F.hessian(function(v) return (v ^ 3):sum() + v:prod() end, x) end,
+    ['vjp'] = function(x, v) return F.vjp(function(a) return a:tanh() * a end, x, v) end,
+    ['jvp'] = function(x, v) return F.jvp(function(a) return a:tanh() * a:sum() end, x, v) end,
+    ['hvp'] = function(x, v) return F.hvp(function(a) return (a:exp() * a):sum() end, x, v) end,
+    ['vhp'] = function(x, v) return F.vhp(function(a) return (a ^ 2 * a:sin()):sum() end, x, v) end,
+  })
+
+  it('create_graph gives gradients that differentiate again', function()
+    local x = f64({ 0.5, 2.0 }):requires_grad_(true)
+    local g = torch.autograd.grad((x:sin() * x):sum(), x, { create_graph = true })[1]
+    local gg = torch.autograd.grad(g:sum(), x)[1]
+    -- d/dx (sin x + x cos x) = 2 cos x - x sin x
+    check.close(gg, { 2 * math.cos(0.5) - 0.5 * math.sin(0.5), 2 * math.cos(2) - 2 * math.sin(2) }, 1e-12)
+  end)
+
+  it('refuses a double backward through a backward that is not recorded', function()
+    local x = f64({ 0.5, 2.0 }):requires_grad_(true)
+    expect_error(function() F.hessian(function(v) return v:select(1, 1) * v:select(1, 2) end, x) end,
+      'create_graph: the backward of SelectBackward0 is not differentiable yet')
+  end)
+
+  it('refuses bad arguments', function()
+    expect_error(function() F.jacobian(function(v) return v end, 3) end, 'inputs must be a tensor')
+    expect_error(function() F.vjp(function(v) return v * 2 end, f64 { 1, 2 }) end, 'v can be omitted only')
+    expect_error(function() F.hessian(function(v) return v * 2 end, f64 { 1, 2 }) end, 'single-element tensor')
+    expect_error(function() F.hvp(function(v) return v:sum() end, f64 { 1, 2 }, f64 { 1 }) end, 'v[1] has shape')
+  end)
+end)
