@@ -5,6 +5,7 @@
 -- the CALLS tables below are the dplua calls (1-based dims and classes).
 -- spec/gpu/specs runs it again on cpu:1 and the emulated cuda:0.
 local torch = require 'torch'
+local optim = require 'optim'
 local check = dofile('spec/helpers/check.lua')
 local flat, same_number, expect_error = check.flat, check.same_number, check.expect_error
 
@@ -187,5 +188,114 @@ describe('torch.autograd.functional against PyTorch', function()
     expect_error(function() F.vjp(function(v) return v * 2 end, f64 { 1, 2 }) end, 'v can be omitted only')
     expect_error(function() F.hessian(function(v) return v * 2 end, f64 { 1, 2 }) end, 'single-element tensor')
     expect_error(function() F.hvp(function(v) return v:sum() end, f64 { 1, 2 }, f64 { 1 }) end, 'v[1] has shape')
+  end)
+end)
+
+-- ---------------------------------------------------------------- optimizers
+
+describe('optimizers against PyTorch', function()
+  local P = fixtures.optim_problem
+  local function loss_of(w)
+    local x, y = f64(P.x), f64(P.y)
+    local r = x:matmul(w:t()) - y
+    return (r * r):mean() + (w ^ 4):sum() * 0.1
+  end
+  -- the losses and parameters after each step, as the generator's trajectory()
+  local function trajectory(make, steps, closure_steps)
+    local w = f64(P.w0):requires_grad_(true)
+    local opt = make({ w })
+    local out = {}
+    for _ = 1, steps do
+      local function closure()
+        opt:zero_grad()
+        local loss = loss_of(w)
+        loss:backward()
+        return loss
+      end
+      local loss
+      if closure_steps then
+        loss = opt:step(closure)
+      else
+        loss = closure()
+        opt:step()
+      end
+      out[#out + 1] = { loss = loss:item(), w = w:detach():reshape(-1):tolist() }
+    end
+    return out, opt, w
+  end
+  local MAKE = {
+    ['LBFGS'] = { function(p) return optim.LBFGS(p, { lr = 0.5, max_iter = 4, history_size = 3 }) end, 10, true },
+    ['LBFGS strong_wolfe'] = { function(p)
+      return optim.LBFGS(p, { lr = 1, max_iter = 5, history_size = 4, line_search_fn = 'strong_wolfe' })
+    end, 10, true },
+    ['Adamax'] = { function(p) return optim.Adamax(p, { lr = 0.05, weight_decay = 0.01 }) end, 6 },
+    ['NAdam'] = { function(p) return optim.NAdam(p, { lr = 0.05, weight_decay = 0.01 }) end, 6 },
+    ['RAdam'] = { function(p) return optim.RAdam(p, { lr = 0.05, weight_decay = 0.01 }) end, 8 },
+    ['Rprop'] = { function(p) return optim.Rprop(p, { lr = 0.05 }) end, 6 },
+    ['ASGD'] = { function(p) return optim.ASGD(p, { lr = 0.05, t0 = 2, weight_decay = 0.01 }) end, 6 },
+  }
+  for name, m in pairs(MAKE) do
+    it(name .. ' follows PyTorch step for step', function()
+      local want = fixtures.optim[name]
+      local got = trajectory(m[1], m[2], m[3])
+      assert.are.equal(#want, #got)
+      -- NAdam and ASGD keep scalars in float32 as PyTorch does; the rest is float64
+      local tol = 1e-9
+      for s = 1, #want do
+        assert(same_number(got[s].loss, want[s].loss, tol), ('%s step %d: loss %.17g, PyTorch %.17g'):format(name, s, got[s].loss, want[s].loss))
+        check.close(got[s].w, want[s].w, tol, ('%s step %d'):format(name, s))
+      end
+    end)
+  end
+
+  it('state_dict round trips and a restored optimizer continues the same trajectory', function()
+    for name, m in pairs(MAKE) do
+      local _, opt, w = trajectory(m[1], 3, m[3])
+      local sd = opt:state_dict()
+      local w2 = w:detach():clone():requires_grad_(true)
+      local opt2 = m[1]({ w2 })
+      opt2:load_state_dict(sd)
+      for _, pair in ipairs { { opt, w }, { opt2, w2 } } do
+        local o, p = pair[1], pair[2]
+        local function closure()
+          o:zero_grad()
+          local loss = loss_of(p)
+          loss:backward()
+          return loss
+        end
+        if m[3] then o:step(closure) else closure(); o:step() end
+      end
+      check.close(w2, w, 1e-12, name .. ' after load_state_dict')
+    end
+  end)
+
+  it('refuses bad settings', function()
+    local w = f64({ 1, 2 }):requires_grad_(true)
+    expect_error(function() optim.LBFGS({ w }, { line_search_fn = 'armijo' }) end, "only 'strong_wolfe' is supported")
+    expect_error(function() optim.LBFGS({ w }, { history_size = 0 }) end, 'invalid history_size')
+    expect_error(function() optim.LBFGS({ { params = { w } }, { params = { f64({ 1 }):requires_grad_(true) } } }) end,
+      "LBFGS doesn't support per-parameter options")
+    expect_error(function() optim.LBFGS({ w }):step() end, 'step needs a closure')
+    expect_error(function() optim.Adamax({ w }, { betas = { 0.9, 1.0 } }) end, 'invalid beta parameter at index 2')
+    expect_error(function() optim.NAdam({ w }, { lr = -1 }) end, 'invalid learning rate')
+    expect_error(function() optim.RAdam({ w }, { eps = -1 }) end, 'invalid epsilon value')
+    expect_error(function() optim.Rprop({ w }, { etas = { 1.5, 1.2 } }) end, 'invalid eta values')
+    expect_error(function() optim.ASGD({ w }, { weight_decay = -1 }) end, 'invalid weight_decay value')
+    expect_error(function() optim.Adamax({ w }, { momentum = 0.9 }) end, 'unknown option momentum')
+  end)
+
+  it('LBFGS minimizes on the device the parameters are on', function()
+    local w = torch.zeros(2, { dtype = 'float64' }):requires_grad_(true)
+    local target = f64({ 3, -1 })
+    local opt = optim.LBFGS({ w }, { line_search_fn = 'strong_wolfe' })
+    for _ = 1, 3 do
+      opt:step(function()
+        opt:zero_grad()
+        local loss = ((w - target) ^ 2):sum() + ((w - target) ^ 4):sum()
+        loss:backward()
+        return loss
+      end)
+    end
+    check.close(w, { 3, -1 }, 1e-4)
   end)
 end)
