@@ -6,6 +6,7 @@
 -- spec/gpu/specs runs it again on cpu:1 and the emulated cuda:0.
 local torch = require 'torch'
 local optim = require 'optim'
+local nn = require 'nn'
 local check = dofile('spec/helpers/check.lua')
 local flat, same_number, expect_error = check.flat, check.same_number, check.expect_error
 
@@ -297,5 +298,134 @@ describe('optimizers against PyTorch', function()
       end)
     end
     check.close(w, { 3, -1 }, 1e-4)
+  end)
+end)
+
+-- ---------------------------------------------------------------- math
+
+describe('math against PyTorch', function()
+  local INF = math.huge
+  against_pytorch('math', {
+    ['isclose'] = function(a, c) return torch.isclose(a, c) end,
+    ['isclose equal_nan rtol'] = function(a, c) return a:isclose(c, { rtol = 0.02, equal_nan = true }) end,
+    ['heaviside'] = function(a, v) return a:heaviside(v) end,
+    ['floor_divide float'] = function(a, c) return torch.floor_divide(a, c) end,
+    ['floor_divide int'] = function(a, c) return a:floor_divide(c) end,
+    ['count_nonzero'] = function(a) return torch.count_nonzero(a) end,
+    ['count_nonzero dim'] = function(a) return a:count_nonzero(2) end,
+    ['nansum'] = function(a) return a:nansum() end,
+    ['nansum dim'] = function(a) return torch.nansum(a, 2) end,
+    ['nanmean dim keepdim'] = function(a) return a:nanmean(1, true) end,
+    ['amax dims'] = function(a) return a:amax({ 1, 3 }) end,
+    ['amin'] = function(a) return torch.amin(a) end,
+    ['amax keepdim'] = function(a) return a:amax(2, true) end,
+    ['aminmax'] = function(a) return a:aminmax({ dim = 1 }) end,
+    ['std_mean'] = function(a) return torch.std_mean(a, 2) end,
+    ['var_mean unbiased false'] = function(a) return a:var_mean(1, false) end,
+    ['quantile scalar'] = function(a) return a:quantile(0.3) end,
+    ['quantile tensor dim'] = function(a, q) return torch.quantile(a, q, 2) end,
+    ['quantile keepdim'] = function(a) return a:quantile(0.5, 1, true) end,
+    ['quantile lower higher nearest midpoint'] = function(a)
+      local r = {}
+      for _, i in ipairs { 'lower', 'higher', 'nearest', 'midpoint' } do r[#r + 1] = a:quantile(0.3, { interpolation = i }) end
+      return table.unpack(r)
+    end,
+    ['quantile nan'] = function(a) return a:quantile(0.5, 2) end,
+    ['nanquantile'] = function(a) return a:nanquantile(0.4, 2) end,
+    ['logaddexp'] = function(a, c) return a:logaddexp(c) end,
+    ['logaddexp2'] = function(a, c) return torch.logaddexp2(a, c) end,
+    ['copysign'] = function(a, c) return a:copysign(c) end,
+    ['frexp'] = function(a) return a:frexp() end,
+    ['frexp float32'] = function(a) return torch.frexp(a) end,
+    ['ldexp'] = function(a, e) return a:ldexp(e) end,
+    ['nextafter'] = function(a, c) return a:nextafter(c) end,
+    ['nextafter float32'] = function(a, c) return torch.nextafter(a, c) end,
+    ['deg2rad rad2deg'] = function(a) return a:deg2rad(), torch.rad2deg(a) end,
+    ['clip'] = function(a) return a:clip(-1, 1) end,
+    ['float_power'] = function(a, c) return a:float_power(c) end,
+    ['true_divide'] = function(a, c) return torch.true_divide(a, c) end,
+    ['addcmul addcdiv'] = function(t, a, c) return t:addcmul(a, c, { value = 0.5 }), torch.addcdiv(t, a, c, 2.0) end,
+    ['cov'] = function(a) return a:cov() end,
+    ['cov correction 0'] = function(a) return torch.cov(a, { correction = 0 }) end,
+    ['cov weights'] = function(a, fw, aw) return a:cov({ fweights = fw, aweights = aw }) end,
+    ['cov 1-D'] = function(a) return a:cov() end,
+    ['corrcoef'] = function(a) return a:corrcoef() end,
+    ['cosine_similarity'] = function(a, c) return torch.cosine_similarity(a, c) end,
+    ['cosine_similarity dim 0 broadcast'] = function(a, c) return nn.functional.cosine_similarity(a, c, 1) end,
+    ['pairwise_distance'] = function(a, c) return torch.pairwise_distance(a, c) end,
+    ['pairwise_distance p1 keepdim'] = function(a, c) return nn.functional.pairwise_distance(a, c, { p = 1, keepdim = true }) end,
+    ['block_diag'] = function(a, c, d) return torch.block_diag(a, c, d) end,
+    ['cartesian_prod'] = function(a, c) return torch.cartesian_prod(a, c) end,
+    ['combinations'] = function(a) return a:combinations() end,
+    ['combinations r3 replacement'] = function(a) return torch.combinations(a, { r = 3, with_replacement = true }) end,
+    ['diff'] = function(a) return a:diff() end,
+    ['diff n2 dim0 prepend'] = function(a, p) return a:diff({ n = 2, dim = 1, prepend = p }) end,
+    ['diff bool'] = function(a) return torch.diff(a) end,
+    ['kron'] = function(a, c) return a:kron(c) end,
+    ['kron mixed dims'] = function(a, c) return torch.kron(a, c) end,
+    ['vander'] = function(a) return torch.vander(a) end,
+    ['vander N increasing'] = function(a) return torch.vander(a, { N = 4, increasing = true }) end,
+    ['trapezoid'] = function(a) return a:trapezoid() end,
+    ['trapezoid x'] = function(a, x) return torch.trapezoid(a, x) end,
+    ['trapz dx dim'] = function(a) return torch.trapz(a, { dx = 0.5, dim = 1 }) end,
+    ['cumulative_trapezoid'] = function(a) return a:cumulative_trapezoid() end,
+    ['cumulative_trapezoid x'] = function(a, x) return torch.cumulative_trapezoid(a, x) end,
+    ['dstack'] = function(a, c) return torch.dstack({ a, c }) end,
+    ['column_stack'] = function(a, c) return torch.column_stack({ a, c }) end,
+    ['row_stack'] = function(a, c) return torch.row_stack({ a, c }) end,
+    ['swapaxes swapdims'] = function(a) return a:swapaxes(1, 3), torch.swapdims(a, 2, 3) end,
+    ['broadcast_to'] = function(a) return a:broadcast_to({ 2, 3 }) end,
+    ['broadcast_tensors'] = function(a, c) return torch.broadcast_tensors(a, c) end,
+    ['atleast'] = function(a)
+      local s = a:reshape({})
+      return torch.atleast_2d(s), torch.atleast_3d(a), torch.atleast_1d(s)
+    end,
+    ['meshgrid ij'] = function(a, c) return torch.meshgrid(a, c, { indexing = 'ij' }) end,
+    ['meshgrid xy'] = function(a, c, d) return torch.meshgrid({ a, c, d }, { indexing = 'xy' }) end,
+    ['renorm'] = function(a) return a:renorm(2, 1, 1.0) end,
+    ['renorm p1 dim1'] = function(a) return torch.renorm(a, 1, 2, 0.5) end,
+  }, { ['logaddexp2'] = 1e-6, ['float_power'] = 1e-6 })
+
+  local function x(...) return torch.randn({ ... }, { dtype = 'float64' }):requires_grad_(true) end
+  local gc = torch.autograd.gradcheck
+
+  it('float64 gradchecks', function()
+    assert.is_true(gc(function(a, c) return a:logaddexp(c) end, { x(3), x(3) }))
+    assert.is_true(gc(function(a, c) return torch.logaddexp2(a, c) end, { x(3), x(3) }))
+    assert.is_true(gc(function(a) return a:amax(2) end, { x(2, 3) }))
+    assert.is_true(gc(function(a) return a:nansum(1) + a:nanmean(1) end, { x(2, 3) }))
+    assert.is_true(gc(function(a) return a:quantile(0.3, 2) end, { x(2, 5) }))
+    assert.is_true(gc(function(a) return a:cov() end, { x(2, 4) }))
+    assert.is_true(gc(function(a) return a:corrcoef() end, { x(2, 4) }))
+    assert.is_true(gc(function(a, c) return torch.cosine_similarity(a, c) end, { x(2, 3), x(2, 3) }))
+    assert.is_true(gc(function(a, c) return torch.pairwise_distance(a, c) end, { x(2, 3), x(2, 3) }))
+    assert.is_true(gc(function(a, c) return torch.block_diag(a, c) end, { x(2, 2), x(1, 3) }))
+    assert.is_true(gc(function(a) return a:diff(2) end, { x(2, 5) }))
+    assert.is_true(gc(function(a, c) return a:kron(c) end, { x(2, 2), x(2, 3) }))
+    assert.is_true(gc(function(a) return torch.vander(a, 3) end, { x(3) }))
+    assert.is_true(gc(function(a, t) return torch.trapezoid(a, t:cumsum(1)) end, { x(2, 4), x(4) }))
+    assert.is_true(gc(function(a) return a:cumulative_trapezoid() end, { x(2, 4) }))
+    assert.is_true(gc(function(a, c) return a:addcdiv(c, c * c + 1, { value = 0.5 }) end, { x(3), x(3) }))
+    assert.is_true(gc(function(a) return a:copysign(torch.tensor({ -1.0, 1.0, -1.0 }, { dtype = 'float64' })) end, { x(3) }))
+    assert.is_true(gc(function(a) return a:combinations() end, { x(4) }))
+    assert.is_true(gc(function(a) local s, m = a:std_mean(2); return s + m end, { x(2, 4) }))
+  end)
+
+  it('refuses bad arguments', function()
+    expect_error(function() torch.quantile(torch.randn(3), 1.5) end, 'q values must be in the range [0, 1]')
+    expect_error(function() torch.quantile(torch.randn(3), 0.5, { interpolation = 'cubic' }) end, 'interpolation must be one of')
+    expect_error(function() torch.quantile(torch.tensor({ 1, 2 }), 0.5) end, 'expected a floating point input')
+    expect_error(function() torch.amax(torch.randn(2, 3), 3) end, 'dimension 3 is out of range')
+    expect_error(function() torch.amax(torch.zeros(0)) end, 'expected a non-empty tensor')
+    expect_error(function() torch.broadcast_shapes({ 2, 3 }, { 4 }) end, 'shape mismatch')
+    expect_error(function() torch.broadcast_tensors(torch.ones(2), torch.ones(3)) end, 'broadcast_tensors: shape mismatch')
+    expect_error(function() torch.meshgrid(torch.ones(2), { indexing = 'yx' }) end, "indexing must be 'ij' or 'xy'")
+    expect_error(function() torch.floor_divide(torch.tensor({ 1 }), torch.tensor({ 0 })) end, 'ZeroDivisionError')
+    expect_error(function() torch.combinations(torch.ones(2, 2)) end, 'expected a 1-D tensor')
+    expect_error(function() torch.isclose(torch.ones(2), torch.ones(2, { dtype = 'float64' })) end, 'cannot be compared')
+    expect_error(function() torch.heaviside(torch.ones(2), torch.ones(1, { dtype = 'int64' })) end, 'same dtype')
+    expect_error(function() torch.renorm(torch.ones(2, 2), -1, 1, 1) end, 'p must be a positive number')
+    expect_error(function() torch.cov(torch.ones(2, 2, 2)) end, 'at most 2 dimensions')
+    expect_error(function() torch.addcdiv(torch.ones(2), torch.tensor({ 1, 2 }), torch.tensor({ 1, 2 })) end, 'integer division')
   end)
 end)

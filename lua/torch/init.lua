@@ -133,6 +133,7 @@ require('torch.composite').install(torch)
 require('torch.habits').install(torch)
 require('torch.mathops').install(torch)
 require('torch.indexing').install(torch)
+require('torch.mathmore').install(torch)
 
 -- ------------------------------------------------------------------ lazily reached modules
 
