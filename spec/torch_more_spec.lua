@@ -301,6 +301,268 @@ describe('optimizers against PyTorch', function()
   end)
 end)
 
+-- ---------------------------------------------------------------- torch.linalg
+
+describe('torch.linalg against PyTorch', function()
+  local LA = torch.linalg
+  local INF = math.huge
+  against_pytorch('linalg', {
+    ['inv'] = function(a) return LA.inv(a) end,
+    ['inv batched float32'] = function(a) return a:inverse() end,
+    ['det'] = function(a) return LA.det(a) end,
+    ['det batched'] = function(a) return torch.det(a) end,
+    ['det singular'] = function(a) return LA.det(a) end,
+    ['slogdet'] = function(a) return LA.slogdet(a) end,
+    ['logdet'] = function(a) return torch.logdet(a) end,
+    ['solve vector'] = function(a, v) return LA.solve(a, v) end,
+    ['solve matrix'] = function(a, v) return LA.solve(a, v) end,
+    ['solve broadcast'] = function(a, v) return LA.solve(a, v) end,
+    ['solve left=false'] = function(a, v) return LA.solve(a, v, { left = false }) end,
+    ['cholesky'] = function(a) return LA.cholesky(a) end,
+    ['cholesky upper batched'] = function(a) return LA.cholesky(a, { upper = true }) end,
+    ['qr'] = function(a) return LA.qr(a) end,
+    ['qr complete'] = function(a) return LA.qr(a, 'complete') end,
+    ['qr wide'] = function(a) return LA.qr(a) end,
+    ['svdvals'] = function(a) return LA.svdvals(a) end,
+    ['svdvals batched float32'] = function(a) return LA.svdvals(a) end,
+    ['eigvalsh'] = function(a) return LA.eigvalsh(a) end,
+    ['eigvalsh upper'] = function(a) return LA.eigvalsh(a, 'U') end,
+    ['eigh vectors abs'] = function(a) local _, v = LA.eigh(a); return v:abs() end,
+    ['lstsq'] = function(a, v) return LA.lstsq(a, v).solution end,
+    ['pinv'] = function(a) return LA.pinv(a) end,
+    ['matrix_rank'] = function(a) return LA.matrix_rank(a) end,
+    ['matrix_power 3'] = function(a) return LA.matrix_power(a, 3) end,
+    ['matrix_power -2'] = function(a) return a:matrix_power(-2) end,
+    ['matrix_power 0'] = function(a) return LA.matrix_power(a, 0) end,
+    ['norm fro'] = function(a) return LA.norm(a) end,
+    ['norm nuc'] = function(a) return LA.norm(a, 'nuc') end,
+    ['norm 2'] = function(a) return LA.norm(a, 2) end,
+    ['norm -2'] = function(a) return LA.matrix_norm(a, -2) end,
+    ['matrix_norm 1'] = function(a) return LA.matrix_norm(a, 1) end,
+    ['matrix_norm -inf'] = function(a) return LA.matrix_norm(a, -INF) end,
+    ['matrix_norm inf keepdim'] = function(a) return LA.matrix_norm(a, { ord = INF, keepdim = true }) end,
+    ['vector_norm 3 dim'] = function(a) return LA.vector_norm(a, 3, 2) end,
+    ['vector_norm inf'] = function(a) return LA.vector_norm(a, INF) end,
+    ['vector_norm 0 dims'] = function(a) return LA.vector_norm(a, { ord = 0, dim = { 1, 3 } }) end,
+    ['norm vector'] = function(a) return LA.norm(a, 1) end,
+    ['solve_triangular lower'] = function(a, v) return LA.solve_triangular(a, v, { upper = false }) end,
+    ['solve_triangular upper unit right'] = function(a, v)
+      return LA.solve_triangular(a, v, { upper = true, left = false, unitriangular = true })
+    end,
+    ['cholesky_solve'] = function(v, l) return torch.cholesky_solve(v, l) end,
+    ['triangular_solve'] = function(v, a) return torch.triangular_solve(v, a) end,
+    ['triangular_solve transpose'] = function(v, a) return (torch.triangular_solve(v, a, false, true)) end,
+    ['svd old reconstruct'] = function(a)
+      local u, s, v = torch.svd(a)
+      return u:matmul(torch.diag(s)):matmul(v:t())
+    end,
+    ['cross'] = function(a, c) return LA.cross(a, c) end,
+  }, { ['pinv'] = 1e-9, ['svdvals batched float32'] = 1e-5, ['inv batched float32'] = 1e-5 })
+
+  local function x(...) return torch.randn({ ... }, { dtype = 'float64' }):requires_grad_(true) end
+  local gc = torch.autograd.gradcheck
+  local function eye(n) return torch.eye(n, { dtype = 'float64' }) end
+
+  it('float64 gradchecks', function()
+    assert.is_true(gc(function(a) return LA.inv(a + eye(3) * 3) end, { x(3, 3) }))
+    assert.is_true(gc(function(a) return LA.inv(a + eye(2) * 3) end, { x(2, 2, 2) }))
+    assert.is_true(gc(function(a) return LA.det(a + eye(3) * 2) end, { x(3, 3) }))
+    assert.is_true(gc(function(a) local _, l = LA.slogdet(a + eye(3) * 3); return l end, { x(2, 3, 3) }))
+    assert.is_true(gc(function(a, b) return LA.solve(a + eye(3) * 3, b) end, { x(3, 3), x(3, 2) }))
+    assert.is_true(gc(function(a, b) return LA.solve(a + eye(3) * 3, b) end, { x(2, 3, 3), x(3) }))
+    assert.is_true(gc(function(a, b) return LA.solve(a + eye(3) * 3, b) end, { x(2, 3, 3), x(3, 1) }))
+    assert.is_true(gc(function(a) return LA.cholesky(a:matmul(a:t()) + eye(3)) end, { x(3, 3) }))
+    assert.is_true(gc(function(a) return LA.eigvalsh(a + a:t()) end, { x(3, 3) }))
+    assert.is_true(gc(function(a) local _, v = LA.eigh(a + a:t()); return v:abs() end, { x(3, 3) }))
+    assert.is_true(gc(function(a) return LA.svdvals(a) end, { x(4, 3) }))
+    assert.is_true(gc(function(a) return LA.norm(a, 'nuc') + LA.norm(a, 2) + LA.norm(a) end, { x(3, 2) }))
+    assert.is_true(gc(function(a, b) return LA.solve_triangular(a:triu() + eye(3) * 3, b, { upper = true }) end, { x(3, 3), x(3, 2) }))
+    assert.is_true(gc(function(a, b) return LA.solve_triangular(a:tril() + eye(3) * 3, b, { upper = false, left = false }) end, { x(3, 3), x(2, 3) }))
+    assert.is_true(gc(function(a) return torch.logdet(a:matmul(a:t()) + eye(2)) end, { x(2, 2) }))
+  end)
+
+  it('svd: U diag(S) Vh gives A back, U and Vh orthonormal', function()
+    local A = torch.randn(5, 3, { dtype = 'float64' })
+    for _, full in ipairs { true, false } do
+      local U, S, Vh = LA.svd(A, { full_matrices = full })
+      local k = S:size(1)
+      check.close(U:narrow(2, 1, k):matmul(torch.diag(S)):matmul(Vh:narrow(1, 1, k)), A, 1e-12)
+      check.close(U:t():matmul(U), torch.eye(U:size(2), { dtype = 'float64' }), 1e-12)
+      check.close(Vh:matmul(Vh:t()), torch.eye(Vh:size(1), { dtype = 'float64' }), 1e-12)
+    end
+    local w = x(3, 3)
+    local U = LA.svd(w)
+    expect_error(function() U:sum():backward() end, 'the gradient through U and Vh is not implemented')
+  end)
+
+  it('names what is wrong', function()
+    expect_error(function() LA.inv(torch.zeros(2, 2)) end,
+      'The diagonal element 1 is zero, the inversion could not be completed because the input matrix is singular')
+    expect_error(function() LA.inv(torch.ones(2, 3)) end, 'must be batches of square matrices, but they are 2 by 3')
+    expect_error(function() LA.inv(torch.ones(3)) end, 'must have at least 2 dimensions')
+    expect_error(function() LA.cholesky(-torch.eye(2)) end,
+      'the leading minor of order 1 is not positive-definite')
+    expect_error(function() LA.cholesky(torch.stack({ torch.eye(2), -torch.eye(2) })) end, '(batch element 2)')
+    expect_error(function() LA.solve(torch.eye(3), torch.ones(2)) end, 'incompatible shapes')
+    expect_error(function() LA.solve(torch.zeros(2, 2), torch.ones(2)) end, 'the input matrix is singular')
+    expect_error(function() LA.solve_triangular(torch.eye(2), torch.ones(2, 1), {}) end, 'option upper (true or false) is required')
+    expect_error(function() LA.eigh(torch.eye(2), 'X') end, "UPLO must be 'L' or 'U'")
+    expect_error(function() LA.qr(torch.eye(2), 'full') end, "mode must be 'reduced', 'complete' or 'r'")
+    expect_error(function() LA.matrix_power(torch.eye(2), 1.5) end, 'n must be an integer')
+    expect_error(function() LA.matrix_norm(torch.eye(2), 3) end, 'ord must be')
+    expect_error(function() LA.inv(torch.eye(2, { dtype = 'int64' })) end, 'expected a floating point tensor')
+  end)
+end)
+
+-- ---------------------------------------------------------------- torch.distributions
+
+describe('torch.distributions against PyTorch', function()
+  local D = torch.distributions
+  local function props(d, value, ...)
+    local r = { value and d:log_prob(value) or nil, d:entropy() }
+    for _, p in ipairs { ... } do r[#r + 1] = d[p] end
+    return table.unpack(r)
+  end
+  local function kl(p, q) return D.kl_divergence(p, q) end
+  against_pytorch('distributions', {
+    ['Normal'] = function(l, s, v) return props(D.Normal(l, s), v, 'mean', 'variance', 'stddev') end,
+    ['Normal cdf icdf'] = function(l, s, v) return D.Normal(l, s):cdf(v), D.Normal(l, s):icdf(v) end,
+    ['Normal float32 broadcast'] = function(l, s, v) return D.Normal(l, s):log_prob(v) end,
+    ['Categorical probs'] = function(p, v)
+      local c = D.Categorical { probs = p }
+      return c:log_prob(v + 1), c:entropy(), c.logits
+    end,
+    ['Categorical logits'] = function(l, v)
+      local c = D.Categorical { logits = l }
+      return c:log_prob(v + 1), c:entropy(), c.probs
+    end,
+    ['Categorical unnormalized probs'] = function(p, v)
+      local c = D.Categorical(p)
+      return c:log_prob(v + 1), c.probs
+    end,
+    ['Bernoulli probs'] = function(p, v) return props(D.Bernoulli { probs = p }, v, 'mean', 'variance', 'logits') end,
+    ['Bernoulli logits'] = function(l, v) return props(D.Bernoulli { logits = l }, v, 'mean', 'variance', 'probs') end,
+    ['Uniform'] = function(lo, hi, v) return props(D.Uniform(lo, hi), v, 'mean', 'variance', 'stddev') end,
+    ['Exponential'] = function(r, v) return props(D.Exponential(r), v, 'mean', 'variance', 'stddev') end,
+    ['Exponential cdf'] = function(r, v) return D.Exponential(r):cdf(v) end,
+    ['MultivariateNormal covariance'] = function(l, c, v)
+      return props(D.MultivariateNormal(l, { covariance_matrix = c }), v, 'mean', 'variance', 'scale_tril')
+    end,
+    ['MultivariateNormal precision'] = function(l, c, v)
+      return props(D.MultivariateNormal(l, { precision_matrix = c }), v, 'covariance_matrix')
+    end,
+    ['MultivariateNormal scale_tril batched'] = function(l, t, v)
+      return props(D.MultivariateNormal(l, { scale_tril = t }), v, 'variance')
+    end,
+    ['Independent Normal'] = function(l, s, v) return props(D.Independent(D.Normal(l, s), 1), v, 'mean', 'variance', 'stddev') end,
+    ['kl Normal Normal'] = function(l, s) return kl(D.Normal(l, s), D.Normal(s, l:abs() + 0.5)) end,
+    ['kl Categorical Categorical'] = function(p, q) return kl(D.Categorical { probs = p }, D.Categorical { probs = q }) end,
+    ['kl Categorical zero'] = function(p, q) return kl(D.Categorical { probs = p }, D.Categorical { probs = q }) end,
+    ['kl Bernoulli Bernoulli'] = function(p, q) return kl(D.Bernoulli { probs = p }, D.Bernoulli { probs = q }) end,
+    ['kl Uniform Uniform'] = function(lo, hi)
+      return kl(D.Uniform(lo, hi), D.Uniform(lo - 0.5, hi + torch.tensor({ 1.0, -1.0 }, { dtype = 'float64' })))
+    end,
+    ['kl Exponential Exponential'] = function(r) return kl(D.Exponential(r), D.Exponential(r * 3)) end,
+    ['kl MultivariateNormal MultivariateNormal'] = function(l, c)
+      return kl(D.MultivariateNormal(l, { covariance_matrix = c }),
+        D.MultivariateNormal(l * 0, { scale_tril = torch.eye(3, { dtype = 'float64' }) * 1.5 }))
+    end,
+    ['kl Independent Independent'] = function(l, s)
+      return kl(D.Independent(D.Normal(l, s), 1), D.Independent(D.Normal(s, l + 1), 1))
+    end,
+    ['kl Uniform Normal'] = function(lo, hi) return kl(D.Uniform(lo, hi), D.Normal(lo, hi)) end,
+    ['kl Exponential Normal'] = function(r) return kl(D.Exponential(r), D.Normal(r, r * 2)) end,
+  })
+
+  it('samples with the right shapes and frequencies', function()
+    torch.manual_seed(11)
+    local c = D.Categorical { probs = torch.tensor({ 0.1, 0.6, 0.3 }) }
+    local s = c:sample({ 20000 })
+    assert.are.same({ 20000 }, s:size():totable())
+    assert.are.equal('int64', s.dtype)
+    for k, p in ipairs { 0.1, 0.6, 0.3 } do
+      local f = s:eq(k):double():mean():item()
+      assert(math.abs(f - p) < 0.015, ('class %d: frequency %g, probability %g'):format(k, f, p))
+    end
+    local cb = D.Categorical { logits = torch.zeros(4, 5) }
+    assert.are.same({ 3, 4 }, cb:sample({ 3 }):size():totable())
+    local n = D.Normal(torch.zeros(2), torch.ones(2) * 3)
+    local x = n:sample({ 5000 })
+    assert.are.same({ 5000, 2 }, x:size():totable())
+    assert(math.abs(x:std():item() - 3) < 0.15)
+    local b = D.Bernoulli { probs = torch.tensor({ 0.25 }) }:sample({ 8000 })
+    assert(math.abs(b:mean():item() - 0.25) < 0.02)
+    local u = D.Uniform(-1.0, 1.0):sample({ 1000 })
+    assert.is_true(u:ge(-1):all():item() and u:lt(1):all():item())
+    local e = D.Exponential(torch.tensor({ 4.0 })):sample({ 8000 })
+    assert(math.abs(e:mean():item() - 0.25) < 0.02)
+    local m = D.MultivariateNormal(torch.zeros(2), { covariance_matrix = torch.tensor({ { 1.0, 0.8 }, { 0.8, 1.0 } }) })
+    local z = m:sample({ 8000 })
+    assert.are.same({ 8000, 2 }, z:size():totable())
+    assert(math.abs((z:select(2, 1) * z:select(2, 2)):mean():item() - 0.8) < 0.05)
+    local ind = D.Independent(D.Normal(torch.zeros(3, 2), torch.ones(3, 2)), 1)
+    assert.are.same({ 3 }, ind.batch_shape:totable())
+    assert.are.same({ 2 }, ind.event_shape:totable())
+    assert.are.same({ 4, 3, 2 }, ind:sample({ 4 }):size():totable())
+  end)
+
+  it('rsample is differentiable (reparametrised), sample is not', function()
+    local loc = torch.tensor({ 0.5, -1 }, { dtype = 'float64', requires_grad = true })
+    local scale = torch.tensor({ 2, 3 }, { dtype = 'float64', requires_grad = true })
+    local n = D.Normal(loc, scale)
+    local x = n:rsample()
+    x:sum():backward()
+    check.close(loc.grad, { 1, 1 }, 1e-12)
+    check.close(scale.grad, ((x - loc) / scale):detach(), 1e-12)
+    assert.is_false(n:sample().requires_grad)
+    local lo = torch.tensor({ 0.0 }, { dtype = 'float64', requires_grad = true })
+    D.Uniform(lo, torch.tensor({ 2.0 }, { dtype = 'float64' })):rsample():sum():backward()
+    assert.is_not_nil(lo.grad)
+    local L = torch.tensor({ { 1.0, 0.0 }, { 0.5, 2.0 } }, { dtype = 'float64', requires_grad = true })
+    D.MultivariateNormal(torch.zeros(2, { dtype = 'float64' }), { scale_tril = L }):rsample():sum():backward()
+    assert.is_not_nil(L.grad)
+    expect_error(function() D.Categorical { probs = torch.ones(3) }:rsample() end, 'rsample is not implemented')
+  end)
+
+  it('log_prob and entropy pass gradients (gradcheck)', function()
+    local gc = torch.autograd.gradcheck
+    local v = torch.tensor({ 0.3, -0.2 }, { dtype = 'float64' })
+    local l = torch.tensor({ 0.1, 0.5 }, { dtype = 'float64', requires_grad = true })
+    local s = torch.tensor({ 1.5, 0.7 }, { dtype = 'float64', requires_grad = true })
+    assert.is_true(gc(function(a, b) return D.Normal(a, b):log_prob(v) end, { l, s }))
+    local lg = torch.tensor({ { 0.1, 0.5, -1 } }, { dtype = 'float64', requires_grad = true })
+    assert.is_true(gc(function(a) return D.Categorical { logits = a }:log_prob(torch.tensor({ 3 })) end, { lg }))
+    assert.is_true(gc(function(a) return D.Categorical { logits = a }:entropy() end, { lg }))
+    assert.is_true(gc(function(a) return D.Bernoulli { logits = a }:log_prob(torch.tensor({ 1.0, 0.0 }, { dtype = 'float64' })) end, { l }))
+    local C = torch.tensor({ { 2.0, 0.3 }, { 0.3, 1.0 } }, { dtype = 'float64', requires_grad = true })
+    assert.is_true(gc(function(c) return D.MultivariateNormal(torch.zeros(2, { dtype = 'float64' }), { covariance_matrix = (c + c:t()) / 2 }):log_prob(v) end, { C }))
+  end)
+
+  it('validates its arguments', function()
+    expect_error(function() D.Normal(0.0, -1.0) end,
+      'Expected parameter scale (Tensor of shape ()) of distribution Normal to satisfy the constraint GreaterThan(lower_bound=0.0)')
+    expect_error(function() D.Categorical { probs = torch.tensor({ 0.5, -0.1 }) } end, 'constraint Simplex()')
+    expect_error(function() D.Categorical { probs = torch.ones(2), logits = torch.ones(2) } end, 'either probs or logits must be given, but not both')
+    expect_error(function() D.Categorical { probs = torch.ones(3) }:log_prob(torch.tensor({ 4 })) end,
+      'to be within the support (IntegerInterval(lower_bound=1, upper_bound=3))')
+    expect_error(function() D.Bernoulli { probs = torch.tensor({ 1.5 }) } end, 'Interval(lower_bound=0.0, upper_bound=1.0)')
+    expect_error(function() D.Bernoulli { probs = torch.tensor({ 0.5 }) }:log_prob(torch.tensor({ 0.5 })) end, 'support (Boolean())')
+    expect_error(function() D.Uniform(1.0, 0.0) end, 'LessThan(upper_bound=high)')
+    expect_error(function() D.Uniform(0.0, 1.0):log_prob(torch.tensor(2.0)) end, 'to be within the support')
+    expect_error(function() D.Exponential(0.0) end, 'GreaterThan(lower_bound=0.0)')
+    expect_error(function() D.Exponential(1.0):log_prob(torch.tensor(-1.0)) end, 'GreaterThanEq(lower_bound=0.0)')
+    expect_error(function() D.MultivariateNormal(torch.zeros(2), {}) end, 'exactly one of covariance_matrix')
+    expect_error(function() D.MultivariateNormal(torch.zeros(2), { covariance_matrix = -torch.eye(2) }) end, 'not positive-definite')
+    expect_error(function() D.Independent(D.Normal(0.0, 1.0), 1) end, 'reinterpreted_batch_ndims')
+    expect_error(function() D.kl_divergence(D.Normal(0.0, 1.0), D.Bernoulli { probs = torch.tensor(0.5) }) end,
+      'no KL(p || q) is implemented for p = Normal and q = Bernoulli')
+    expect_error(function() D.Normal(torch.zeros(2), torch.ones(2)):log_prob(torch.zeros(3)) end, 'does not broadcast')
+    -- validate_args = false skips the checks
+    local n = D.Normal(0.0, -1.0, { validate_args = false })
+    assert.is_true(n:log_prob(torch.tensor(0.0)):item() ~= n:log_prob(torch.tensor(0.0)):item())
+  end)
+end)
+
 -- ---------------------------------------------------------------- math
 
 describe('math against PyTorch', function()

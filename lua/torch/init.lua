@@ -139,7 +139,8 @@ require('torch.mathmore').install(torch)
 
 local SUBMODULES = {
   nn = 'nn', optim = 'optim', data = 'torch.data', distributed = 'torch.distributed',
-  autograd = 'torch.autograd', utils = 'torch.utils',
+  autograd = 'torch.autograd', utils = 'torch.utils', distributions = 'torch.distributions',
+  linalg = 'torch.linalg',
 }
 
 -- torch.Generator(): a random stream of its own, for samplers and DataLoader's generator=
@@ -158,6 +159,17 @@ function Generator:initial_seed() return self.seed end
 
 -- the random draws with a generator= option (torch.rand ..., t:uniform_ ..., multinomial)
 require('torch.random').install(torch)
+
+-- PyTorch's older names of the linear algebra (torch.inverse, torch.det ...): each loads
+-- torch.linalg on first use, which puts its own functions in their places
+for _, name in ipairs { 'inverse', 'det', 'slogdet', 'logdet', 'svd', 'qr', 'cholesky', 'cholesky_solve',
+                        'triangular_solve', 'matrix_power', 'pinverse' } do
+  local function first_use(...)
+    require('torch.linalg').install_torch_names()
+    return torch[name](...)
+  end
+  torch[name], torch.Tensor[name] = first_use, first_use
+end
 
 -- the module, or nil when this build doesn't have it
 local function load_module(name)
