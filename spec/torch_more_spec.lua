@@ -285,6 +285,37 @@ describe('optimizers against PyTorch', function()
     expect_error(function() optim.Adamax({ w }, { momentum = 0.9 }) end, 'unknown option momentum')
   end)
 
+  it('CyclicLR follows PyTorch', function()
+    local OPTS = {
+      ['triangular'] = { base_lr = 0.01, max_lr = 0.1, step_size_up = 3 },
+      ['triangular2 down'] = { base_lr = 0.01, max_lr = 0.1, step_size_up = 2, step_size_down = 4, mode = 'triangular2' },
+      ['exp_range'] = { base_lr = 0.01, max_lr = 0.1, step_size_up = 3, mode = 'exp_range', gamma = 0.9,
+                        base_momentum = 0.7, max_momentum = 0.95 },
+    }
+    for name, o in pairs(OPTS) do
+      local w = torch.zeros(2):requires_grad_(true)
+      local opt = optim.SGD({ w }, { lr = 0.1, momentum = 0.9 })
+      local sched = optim.lr_scheduler.CyclicLR(opt, o)
+      for s, want in ipairs(fixtures.cyclic[name]) do
+        local g = opt.param_groups[1]
+        assert(same_number(g.lr, want.lr, 1e-12), ('%s step %d: lr %.17g, PyTorch %.17g'):format(name, s, g.lr, want.lr))
+        assert(same_number(g.momentum, want.momentum, 1e-12), ('%s step %d: momentum %.17g, PyTorch %.17g'):format(name, s, g.momentum, want.momentum))
+        opt:step()
+        sched:step()
+      end
+    end
+    local w = torch.zeros(2):requires_grad_(true)
+    expect_error(function() optim.lr_scheduler.CyclicLR(optim.Adam({ w }), { base_lr = 0.1, max_lr = 1 }) end,
+      'optimizer must support momentum with `cycle_momentum` option enabled')
+    expect_error(function() optim.lr_scheduler.CyclicLR(optim.SGD({ w }, { lr = 1 }), 0.1, 1, { mode = 'sine' }) end,
+      'mode is invalid and scale_fn is None')
+    local opt = optim.SGD({ w }, { lr = 1 })
+    local sched = optim.lr_scheduler.CyclicLR(opt, 0.1, 1, { step_size_up = 2, cycle_momentum = false,
+      scale_fn = function(x) return 1 / x end, scale_mode = 'cycle' })
+    for _ = 1, 5 do sched:step() end
+    assert(same_number(opt.param_groups[1].lr, 0.1 + 0.9 * 0.5 * 0.5, 1e-12))
+  end)
+
   it('LBFGS minimizes on the device the parameters are on', function()
     local w = torch.zeros(2, { dtype = 'float64' }):requires_grad_(true)
     local target = f64({ 3, -1 })
@@ -646,6 +677,10 @@ describe('math against PyTorch', function()
     ['meshgrid xy'] = function(a, c, d) return torch.meshgrid({ a, c, d }, { indexing = 'xy' }) end,
     ['renorm'] = function(a) return a:renorm(2, 1, 1.0) end,
     ['renorm p1 dim1'] = function(a) return torch.renorm(a, 1, 2, 0.5) end,
+    ['lgamma digamma'] = function(a) return torch.lgamma(a), a:digamma() end,
+    ['polygamma 1 2 3'] = function(a) return torch.polygamma(1, a), a:polygamma(2), torch.polygamma(3, a) end,
+    ['digamma polygamma float32'] = function(a) return a:digamma(), a:polygamma(1) end,
+    ['mvlgamma'] = function(a) return torch.mvlgamma(a, 1), a:mvlgamma(2), a:mvlgamma({ p = 3 }) end,
   }, { ['logaddexp2'] = 1e-6, ['float_power'] = 1e-6 })
 
   local function x(...) return torch.randn({ ... }, { dtype = 'float64' }):requires_grad_(true) end
@@ -671,6 +706,9 @@ describe('math against PyTorch', function()
     assert.is_true(gc(function(a) return a:copysign(torch.tensor({ -1.0, 1.0, -1.0 }, { dtype = 'float64' })) end, { x(3) }))
     assert.is_true(gc(function(a) return a:combinations() end, { x(4) }))
     assert.is_true(gc(function(a) local s, m = a:std_mean(2); return s + m end, { x(2, 4) }))
+    local pos = torch.tensor({ 0.7, 1.9, 3.3, 12.5 }, { dtype = 'float64', requires_grad = true })
+    assert.is_true(gc(function(a) return a:lgamma() + a:digamma() + torch.polygamma(2, a) end, { pos }))
+    assert.is_true(gc(function(a) return a:mvlgamma(2) end, { pos }))
   end)
 
   it('refuses bad arguments', function()
@@ -689,5 +727,7 @@ describe('math against PyTorch', function()
     expect_error(function() torch.renorm(torch.ones(2, 2), -1, 1, 1) end, 'p must be a positive number')
     expect_error(function() torch.cov(torch.ones(2, 2, 2)) end, 'at most 2 dimensions')
     expect_error(function() torch.addcdiv(torch.ones(2), torch.tensor({ 1, 2 }), torch.tensor({ 1, 2 })) end, 'integer division')
+    expect_error(function() torch.polygamma(-1, torch.ones(2)) end, 'n must be a non-negative integer')
+    expect_error(function() torch.mvlgamma(torch.ones(2), 3) end, 'all elements must be greater than (p-1)/2 = 1')
   end)
 end)

@@ -1,7 +1,7 @@
 -- More tensor math as compositions of the engine's ops (every device, autograd for free):
 -- comparisons and elementwise (isclose, heaviside, floor_divide, logaddexp, logaddexp2,
 -- copysign, nextafter, deg2rad, rad2deg, clip, float_power, true_divide, addcmul,
--- addcdiv, frexp, ldexp), reductions (count_nonzero, nansum, nanmean, amax, amin, aminmax,
+-- addcdiv, frexp, ldexp, polygamma (the op table's row), mvlgamma), reductions (count_nonzero, nansum, nanmean, amax, amin, aminmax,
 -- std_mean, var_mean, quantile, nanquantile, cov, corrcoef), distances
 -- (cosine_similarity, pairwise_distance), shapes (block_diag, cartesian_prod,
 -- combinations, diff, kron, vander, dstack, column_stack, row_stack, swapaxes, swapdims,
@@ -166,6 +166,31 @@ function M.install(torch)
     r = torch.where(x:eq(0), torch.where(up, tiny, -tiny), r)
     r = torch.where(x:eq(y), y, r)
     return torch.where(x:isnan() + y:isnan(), scalar(0 / 0, x), r)
+  end)
+
+  -- polygamma(n, t) (PyTorch's order; t:polygamma(n)): the n-th derivative of digamma,
+  -- an op table row as lgamma and digamma
+  local C = require 'torch._C'
+  function torch.polygamma(n, t)
+    if not torch.is_tensor(t) then error(('torch.polygamma: expected a tensor as the second argument, got %s'):format(type(t)), 2) end
+    if math.type(n) ~= 'integer' or n < 0 then
+      error(('polygamma: n must be a non-negative integer, got %s'):format(tostring(n)), 2)
+    end
+    return C._polygamma(t, n)
+  end
+  Tensor.polygamma = function(t, n) return torch.polygamma(n, t) end
+  -- mvlgamma(p): the multivariate log-gamma, sum over i < p of lgamma(x - i/2) plus
+  -- p (p - 1) / 4 log(pi); every element must be above (p - 1) / 2
+  both('mvlgamma', function(t, p)
+    if type(p) == 'table' then p = p.p end
+    if math.type(p) ~= 'integer' or p < 1 then error(('mvlgamma: p must be a positive integer, got %s'):format(tostring(p)), 2) end
+    t = floated(t)
+    if t:le((p - 1) / 2):any():item() then
+      error(('mvlgamma: all elements must be greater than (p-1)/2 = %s'):format(tostring((p - 1) / 2)), 2)
+    end
+    local r = t:lgamma()
+    for i = 1, p - 1 do r = r + (t - i / 2):lgamma() end
+    return r + p * (p - 1) / 4 * math.log(math.pi)
   end)
 
   both('deg2rad', function(t) return floated(t) * (math.pi / 180) end)
