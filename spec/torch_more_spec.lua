@@ -6,7 +6,6 @@
 -- spec/gpu/specs runs it again on cpu:1 and the emulated cuda:0.
 local torch = require 'torch'
 local optim = require 'optim'
-local nn = require 'nn'
 local check = dofile('spec/helpers/check.lua')
 local flat, same_number, expect_error = check.flat, check.same_number, check.expect_error
 
@@ -644,9 +643,9 @@ describe('math against PyTorch', function()
     ['cov 1-D'] = function(a) return a:cov() end,
     ['corrcoef'] = function(a) return a:corrcoef() end,
     ['cosine_similarity'] = function(a, c) return torch.cosine_similarity(a, c) end,
-    ['cosine_similarity dim 0 broadcast'] = function(a, c) return nn.functional.cosine_similarity(a, c, 1) end,
+    ['cosine_similarity dim 0 broadcast'] = function(a, c) return torch.cosine_similarity(a, c, 1) end,
     ['pairwise_distance'] = function(a, c) return torch.pairwise_distance(a, c) end,
-    ['pairwise_distance p1 keepdim'] = function(a, c) return nn.functional.pairwise_distance(a, c, { p = 1, keepdim = true }) end,
+    ['pairwise_distance p1 keepdim'] = function(a, c) return torch.pairwise_distance(a, c, { p = 1, keepdim = true }) end,
     ['block_diag'] = function(a, c, d) return torch.block_diag(a, c, d) end,
     ['cartesian_prod'] = function(a, c) return torch.cartesian_prod(a, c) end,
     ['combinations'] = function(a) return a:combinations() end,

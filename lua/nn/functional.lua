@@ -84,8 +84,4 @@ for name, f in pairs(require('nn.convolution').functional) do F[name] = f end
 -- Embedding, normalization and activations (lua/nn/functional_layers.lua) --------------
 require('nn.functional_layers').install(F)
 
--- distances that torch.* has too (lua/torch/mathmore.lua)
-F.cosine_similarity = function(...) return torch.cosine_similarity(...) end
-F.pairwise_distance = function(...) return torch.pairwise_distance(...) end
-
 return F

@@ -3,7 +3,7 @@
 -- copysign, nextafter, deg2rad, rad2deg, clip, float_power, true_divide, addcmul,
 -- addcdiv, frexp, ldexp, polygamma (the op table's row), mvlgamma), reductions (count_nonzero, nansum, nanmean, amax, amin, aminmax,
 -- std_mean, var_mean, quantile, nanquantile, cov, corrcoef), distances
--- (cosine_similarity, pairwise_distance), shapes (block_diag, cartesian_prod,
+-- (torch.cosine_similarity, torch.pairwise_distance), shapes (block_diag, cartesian_prod,
 -- combinations, diff, kron, vander, dstack, column_stack, row_stack, swapaxes, swapdims,
 -- broadcast_to, broadcast_tensors, broadcast_shapes, atleast_1d/2d/3d, meshgrid, renorm)
 -- and integrals (trapezoid, trapz, cumulative_trapezoid).  PyTorch 1.13's results, with
