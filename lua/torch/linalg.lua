@@ -109,26 +109,29 @@ end
 
 -- ------------------------------------------------------------------ solve
 
+-- the gradient of a broadcast input, summed back to its own shape
+local function unbroadcast(g, shape)
+  for _ = 1, g:dim() - #shape do g = g:sum(1) end
+  for d = 1, #shape do
+    if shape[d] == 1 and g:size(d) ~= 1 then g = g:sum(d, true) end
+  end
+  return g
+end
+
+-- A X = B with A (..., n, n) and B (..., n, k), the batch dims broadcast; the gradients
+-- are summed back to A's and B's own shapes
 local Solve = Function:extend('LinalgSolveExBackward0')
 function Solve.forward(ctx, A, B)
-  local X = back(C._lapack_solve(host(A), host(B)), B)
-  ctx:save_for_backward(A, X)
+  local Ab, Bb = broadcast_pair('linalg.solve', A, B)
+  local X = back(C._lapack_solve(host(Ab), host(Bb)), B)
+  ctx:save_for_backward(Ab, X)
+  ctx.ashape, ctx.bshape = A:size():totable(), B:size():totable()
   return X
 end
 function Solve.backward(ctx, g)
   local A, X = table.unpack(ctx.saved_tensors)
   local gB = linalg.solve(mT(A), g)
-  return -gB:matmul(mT(X)), gB
-end
-
--- the gradient of a broadcast input, summed back to its own shape
-local function unbroadcast(g, shape)
-  local extra = g:dim() - #shape
-  for _ = 1, extra do g = g:sum(1) end
-  for d = 1, #shape do
-    if shape[d] == 1 and g:size(d) ~= 1 then g = g:sum(d, true) end
-  end
-  return g
+  return unbroadcast(-gB:matmul(mT(X)), ctx.ashape), unbroadcast(gB, ctx.bshape)
 end
 
 -- solve(A, B [, {left=true}]): X with A X = B (B a vector or batches of matrices), or
@@ -144,27 +147,7 @@ function linalg.solve(A, B, opts)
       tostring(A:size()), tostring(B:size()), A:size(-2), A:size(-1), Bm:size(-2))
   end
   local dt = (A.dtype == 'float64' or B.dtype == 'float64') and 'float64' or 'float32'
-  local Ab, Bb = broadcast_pair('linalg.solve', A:to(dt), Bm:to(dt))
-  local ashape, bshape = A:size():totable(), Bm:size():totable()
-  local X
-  if same_shape(Ab:size():totable(), A:size():totable()) and same_shape(Bb:size():totable(), Bm:size():totable()) then
-    X = Solve.apply(Ab, Bb)
-  else
-    -- broadcast: the gradients of the expanded inputs are summed back
-    local S = Function:extend('LinalgSolveExBackward0')
-    function S.forward(ctx, a, b)
-      local x = back(C._lapack_solve(host(Ab), host(Bb)), Bb)
-      ctx:save_for_backward(Ab, x)
-      local _ = a; _ = b
-      return x
-    end
-    function S.backward(ctx, g)
-      local a, x = table.unpack(ctx.saved_tensors)
-      local gB = linalg.solve(mT(a), g)
-      return unbroadcast(-gB:matmul(mT(x)), ashape), unbroadcast(gB, bshape)
-    end
-    X = S.apply(A:to(dt), Bm:to(dt))
-  end
+  local X = Solve.apply(A:to(dt), Bm:to(dt))
   return vector and X:squeeze(-1) or X
 end
 
