@@ -236,14 +236,14 @@ int lt_run_backward(lua_State *L, dp_tensor *root, dp_tensor *grad, bool retain)
     return rc;
 }
 
-/* _C.autograd_grad(root, grad | nil, inputs, retain_graph): a list of the inputs'
+/* _C.autograd_grad(root, grad | nil, inputs, retain_graph [, create_graph]): a list of the inputs'
  * gradients (false where the graph does not reach one) */
 static int c_autograd_grad(lua_State *L)
 {
     dp_tensor *root = lt_check(L, 1);
     dp_tensor *grad = lua_isnoneornil(L, 2) ? NULL : lt_check(L, 2);
     luaL_checktype(L, 3, LUA_TTABLE);
-    bool retain = lua_toboolean(L, 4);
+    bool retain = lua_toboolean(L, 4), create_graph = lua_toboolean(L, 5);
     int n = (int)luaL_len(L, 3);
     luaL_argcheck(L, n >= 1 && n <= 4096, 3, "between 1 and 4096 inputs");
     dp_tensor **inputs = lt_scratch(L, sizeof *inputs * 2 * (size_t)n), **out = inputs + n;
@@ -262,7 +262,7 @@ static int c_autograd_grad(lua_State *L)
     lua_State *prev = t_current;
     t_current = L;
     drain(L);
-    int rc = dp_grad(root, grad, retain, n, inputs, out);
+    int rc = dp_grad_graph(root, grad, retain || create_graph, create_graph, n, inputs, out);
     t_current = prev;
     if (rc) return lt_raise(L);
     for (int i = 0; i < n; i++) {

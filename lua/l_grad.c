@@ -139,7 +139,16 @@ static int c_set_grad_enabled(lua_State *L)
     return 0;
 }
 
+static int c_set_detect_anomaly(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TBOOLEAN);
+    dp_set_detect_anomaly(lua_toboolean(L, 1));
+    return 0;
+}
+static int c_is_anomaly_enabled(lua_State *L) { lua_pushboolean(L, dp_detect_anomaly()); return 1; }
+
 const luaL_Reg lt_grad_functions[] = {
     { "no_grad", c_no_grad }, { "enable_grad", c_enable_grad }, { "is_grad_enabled", c_is_grad_enabled },
-    { "set_grad_enabled", c_set_grad_enabled }, { NULL, NULL }
+    { "set_grad_enabled", c_set_grad_enabled }, { "_set_detect_anomaly", c_set_detect_anomaly },
+    { "is_anomaly_enabled", c_is_anomaly_enabled }, { NULL, NULL }
 };

@@ -379,7 +379,16 @@ static int o_masked_fill_(lua_State *L)
     return 1;
 }
 
-const luaL_Reg lt_op_functions[] = { { "where", o_where }, { NULL, NULL } };
+/* _polygamma(t, n): the polygamma row (torch.polygamma(n, t) is lua/torch/mathmore.lua) */
+static int o_polygamma(lua_State *L)
+{
+    lua_Integer n = luaL_checkinteger(L, 2);
+    if (n < 0) return luaL_error(L, "polygamma: n must be a non-negative integer, got %d", (int)n);
+    lua_settop(L, 1);
+    return unary(L, DP_POLYGAMMA, (double)n, 0);
+}
+
+const luaL_Reg lt_op_functions[] = { { "where", o_where }, { "_polygamma", o_polygamma }, { NULL, NULL } };
 
 /* ------------------------------------------------------------------ the op table's rows */
 

@@ -66,10 +66,31 @@ static const char *function_name(lua_State *L)
     return "torch";
 }
 
+/* torch.set_default_dtype: the dtype of created floating point tensors (process-wide, as
+ * PyTorch's) */
+static _Atomic dp_dtype g_default_dtype = DP_FLOAT32;
+
+static int c_set_default_dtype(lua_State *L)
+{
+    dp_dtype dt;
+    const char *s = luaL_checkstring(L, 1);
+    if (dp_dtype_parse(s, &dt) != 0 || !dp_dtype_is_float(dt))
+        return luaL_error(L, "set_default_dtype: only floating point dtypes are supported as the default "
+                             "(float32 or float64), got '%s'", s);
+    g_default_dtype = dt;
+    return 0;
+}
+
+static int c_get_default_dtype(lua_State *L)
+{
+    lua_pushstring(L, dp_dtype_name(g_default_dtype));
+    return 1;
+}
+
 /* {dtype=, device=, requires_grad=} at idx (none or nil: defaults) */
 static create_opts check_opts(lua_State *L, int idx)
 {
-    create_opts o = { DP_FLOAT32, false, default_device(L), false, false };
+    create_opts o = { g_default_dtype, false, default_device(L), false, false };
     if (lua_isnoneornil(L, idx))
         return o;
     if (!lua_istable(L, idx) || lt_test(L, idx))
@@ -155,7 +176,7 @@ static dp_dtype infer_dtype(lua_State *L, int idx)
 {
     if (lua_isboolean(L, idx))
         return DP_BOOL;
-    return lua_isinteger(L, idx) ? DP_INT64 : DP_FLOAT32;
+    return lua_isinteger(L, idx) ? DP_INT64 : g_default_dtype;
 }
 
 /* full(sizes, value [, opts]) */
@@ -192,7 +213,7 @@ static int c_arange(lua_State *L)
     if ((stop - start) * step < 0)
         return luaL_error(L, "arange: step %f goes away from stop (start %f, stop %f)", step, start, stop);
     dp_tensor **slot = lt_newslot(L);
-    *slot = dp_arange(start, stop, step, o.has_dtype ? o.dtype : all_int ? DP_INT64 : DP_FLOAT32, o.device);
+    *slot = dp_arange(start, stop, step, o.has_dtype ? o.dtype : all_int ? DP_INT64 : g_default_dtype, o.device);
     return created(L, slot, &o);
 }
 
@@ -379,9 +400,9 @@ static int c_tensor(lua_State *L)
     lua_pushvalue(L, 1);
     nested_fill(L, &s, 0, path);
     lua_pop(L, 1);
-    dp_dtype inferred = s.any_float || s.n == 0 ? DP_FLOAT32 : s.any_int ? DP_INT64 : DP_BOOL;
+    dp_dtype inferred = s.any_float || s.n == 0 ? g_default_dtype : s.any_int ? DP_INT64 : DP_BOOL;
     dp_dtype dt = o.has_dtype ? o.dtype : inferred;
-    bool exact = inferred != DP_FLOAT32 && dt == DP_INT64;
+    bool exact = !dp_dtype_is_float(inferred) && dt == DP_INT64;
     dp_tensor **slot = lt_newslot(L);
     *slot = dp_from_host(exact ? (void *)s.i : (void *)s.d, exact ? DP_INT64 : DP_FLOAT64, s.ndim, s.sizes,
                          dt, o.device);
@@ -719,7 +740,7 @@ static int c_bytes_copied(lua_State *L)
 static const luaL_Reg torch_functions[] = {
     { "tensor", c_tensor }, { "empty", c_empty }, { "zeros", c_zeros }, { "ones", c_ones },
     { "full", c_full }, { "rand", c_rand }, { "randn", c_randn }, { "randint", c_randint }, { "randperm", c_randperm },
-    { "arange", c_arange }, { "eye", c_eye }, { "empty_like", c_empty_like },
+    { "arange", c_arange }, { "set_default_dtype", c_set_default_dtype }, { "get_default_dtype", c_get_default_dtype }, { "eye", c_eye }, { "empty_like", c_empty_like },
     { "zeros_like", c_zeros_like }, { "ones_like", c_ones_like }, { "rand_like", c_rand_like },
     { "randn_like", c_randn_like }, { "cat", c_cat }, { "stack", c_stack },
     { "allclose", c_allclose }, { "equal", c_equal }, { "is_tensor", lt_is_tensor },
@@ -776,6 +797,7 @@ int dplua_open_core(lua_State *L)
     luaL_setfuncs(L, lt_attention_functions, 0);
     luaL_setfuncs(L, lt_function_functions, 0);
     luaL_setfuncs(L, lt_random_functions, 0);
+    luaL_setfuncs(L, lt_linalg_functions, 0);
     lt_set_functions(L);
     luaL_setfuncs(L, lt_op_functions, 0);   /* torch.* only */
     luaL_newlib(L, cuda_functions);

@@ -173,6 +173,14 @@ void dp_set_grad_ready_hook(dp_tensor *leaf, dp_grad_ready_fn fn, void *ctx)
 /* acc += g; acc may be NULL (then it takes a private copy of g). */
 static int accumulate(dp_tensor **acc, dp_tensor *g)
 {
+    if (dp_grad_enabled()) {   /* a create_graph pass: the sums are recorded, nothing changes in place */
+        dp_tensor *sum = *acc ? dp_binary(DP_ADD, *acc, g) : g;
+        if (!sum) return -1;
+        if (!*acc) dp_tensor_retain(g);
+        dp_tensor_release(*acc);
+        *acc = sum;
+        return 0;
+    }
     if (!*acc) {
         if (g->refcount == 1 && dp_is_contiguous(g) && !g->requires_grad) { dp_tensor_retain(g); *acc = g; return 0; }
         bool was = dp_grad_enabled();
@@ -224,14 +232,42 @@ static int capture_node(const capture *c, dp_node *x, dp_tensor *g)
     return 0;
 }
 
-static int run_backward(dp_tensor *root, dp_tensor *grad, bool retain_graph, const capture *want);
+static int run_backward(dp_tensor *root, dp_tensor *grad, bool retain_graph, bool create_graph, const capture *want);
+
+static _Atomic bool g_detect_anomaly;
+void dp_set_detect_anomaly(bool on) { g_detect_anomaly = on; }
+bool dp_detect_anomaly(void) { return g_detect_anomaly; }
+
+/* Anomaly mode: fails when gradient i (0-based) that node x returned holds a NaN. */
+static int check_anomaly(const dp_node *x, dp_tensor *g, int i)
+{
+    if (!g || !dp_dtype_is_float(g->dtype)) return 0;
+    dp_tensor *h = dp_to(g, dp_cpu(), DP_FLOAT64, false);
+    dp_tensor *c = h ? dp_contiguous(h) : NULL;
+    dp_tensor_release(h);
+    if (!c) return -1;
+    const double *v = dp_data(c);
+    int64_t n = dp_numel(c);
+    bool nan = false;
+    for (int64_t k = 0; k < n && !nan; k++) nan = v[k] != v[k];
+    dp_tensor_release(c);
+    if (nan) return dp_error("Function '%s' returned nan values in its %dth output (anomaly detection; outputs "
+                             "counted from 1)", x->name, i + 1);
+    return 0;
+}
 
 int dp_backward(dp_tensor *root, dp_tensor *grad, bool retain_graph)
 {
-    return run_backward(root, grad, retain_graph, NULL);
+    return run_backward(root, grad, retain_graph, false, NULL);
 }
 
 int dp_grad(dp_tensor *root, dp_tensor *grad, bool retain_graph, int n, dp_tensor *const *inputs, dp_tensor **out)
+{
+    return dp_grad_graph(root, grad, retain_graph, false, n, inputs, out);
+}
+
+int dp_grad_graph(dp_tensor *root, dp_tensor *grad, bool retain_graph, bool create_graph, int n,
+                  dp_tensor *const *inputs, dp_tensor **out)
 {
     for (int j = 0; j < n; j++) {
         out[j] = NULL;
@@ -239,12 +275,12 @@ int dp_grad(dp_tensor *root, dp_tensor *grad, bool retain_graph, int n, dp_tenso
             return dp_error("grad: input %d does not require grad (one of the differentiated tensors does not require grad)", j + 1);
     }
     capture c = { n, inputs, out };
-    int rc = run_backward(root, grad, retain_graph, &c);
+    int rc = run_backward(root, grad, retain_graph, create_graph, &c);
     if (rc) for (int j = 0; j < n; j++) { dp_tensor_release(out[j]); out[j] = NULL; }
     return rc;
 }
 
-static int run_backward(dp_tensor *root, dp_tensor *grad, bool retain_graph, const capture *want)
+static int run_backward(dp_tensor *root, dp_tensor *grad, bool retain_graph, bool create_graph, const capture *want)
 {
     char a[128], b[128];
     if (!root->requires_grad)
@@ -264,7 +300,7 @@ static int run_backward(dp_tensor *root, dp_tensor *grad, bool retain_graph, con
     }
     if (!g0) return -1;
     bool was = dp_grad_enabled();
-    dp_set_grad_enabled(false);
+    dp_set_grad_enabled(create_graph && was);   /* create_graph: the backward formulas record */
     int rc = 0;
     if (!root->grad_fn) {          /* a leaf */
         if (want) rc = capture_leaf(want, root, g0);
@@ -321,7 +357,14 @@ static int run_backward(dp_tensor *root, dp_tensor *grad, bool retain_graph, con
         dp_tensor **gins = x->n_inputs <= 64 ? gin : calloc((size_t)x->n_inputs, sizeof *gins);
         if (!gins) { rc = dp_error("out of memory"); dp_tensor_release(g); break; }
         rc = x->backward(x, g, gins);
+        /* create_graph: a backward that is not recorded (reductions, views, indexing,
+         * matmul ...) would make the higher derivatives silently wrong */
+        for (int i = 0; !rc && create_graph && g->requires_grad && i < x->n_inputs; i++)
+            if (gins[i] && !gins[i]->requires_grad)
+                rc = dp_error("create_graph: the backward of %s is not differentiable yet (double backward "
+                              "works through the elementwise ops only)", x->name);
         dp_tensor_release(g);
+        for (int i = 0; !rc && g_detect_anomaly && i < x->n_inputs; i++) rc = check_anomaly(x, gins[i], i);
         for (int i = 0; i < x->n_inputs; i++) {
             dp_edge *e = &x->in[i];
             if (!rc && gins[i] && (e->fn || e->leaf)) {

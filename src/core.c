@@ -44,6 +44,9 @@ int dp_dtype_parse(const char *name, dp_dtype *out)
         { "float32", DP_FLOAT32 }, { "float", DP_FLOAT32 }, { "float64", DP_FLOAT64 },
         { "double", DP_FLOAT64 }, { "int64", DP_INT64 }, { "long", DP_INT64 }, { "bool", DP_BOOL },
         { "float16", DP_FLOAT16 }, { "half", DP_FLOAT16 }, { "bfloat16", DP_BFLOAT16 },
+        /* the narrower integer types PyTorch has, held as int64 (the one integer dtype) */
+        { "int32", DP_INT64 }, { "int", DP_INT64 }, { "int16", DP_INT64 }, { "short", DP_INT64 },
+        { "int8", DP_INT64 }, { "uint8", DP_INT64 },
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(name, names[i].name) == 0) { *out = names[i].dt; return 0; }

@@ -256,6 +256,9 @@ int dp_unary_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
     case DP_CLAMP: r = MUL(g, clamp_mask(s, x, n->p[0], n->p[1])); break;
     case DP_GELU: r = MUL(g, un(s, DP_GELU_GRAD, x)); break;   /* Phi(x) + x phi(x) */
     case DP_SILU: r = MUL(g, un(s, DP_SILU_GRAD, x)); break;   /* sigmoid(x) (1 + x (1 - sigmoid(x))) */
+    case DP_LGAMMA: r = MUL(g, un(s, DP_DIGAMMA, x)); break;
+    case DP_DIGAMMA: r = MUL(g, x ? own(s, dp_unary(DP_POLYGAMMA, x, 1, 0)) : NULL); break;
+    case DP_POLYGAMMA: r = MUL(g, x ? own(s, dp_unary(DP_POLYGAMMA, x, n->p[0] + 1, 0)) : NULL); break;
     default:
         return dp_error("%s is not differentiable", n->name);
     }

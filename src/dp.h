@@ -417,12 +417,21 @@ bool dp_grad_enabled(void);
 void dp_set_grad_enabled(bool on);
 
 int dp_set_requires_grad(dp_tensor *t, bool on);   /* leaves only; float dtypes only */
+/* torch.autograd.set_detect_anomaly: backward checks every gradient a node returns and
+ * fails naming the node when one holds a NaN (process-wide, off by default: it costs a
+ * host copy of each gradient). */
+void dp_set_detect_anomaly(bool on);
+bool dp_detect_anomaly(void);
 /* Backward from root: grad may be NULL for a one-element root. */
 int dp_backward(dp_tensor *root, dp_tensor *grad, bool retain_graph);
 /* torch.autograd.grad: the gradients of root (times grad) with respect to the n inputs
  * (tensors that require grad, leaves or not) in out[] (new references; NULL for an input
  * the graph does not reach), leaving every .grad alone. */
 int dp_grad(dp_tensor *root, dp_tensor *grad, bool retain_graph, int n, dp_tensor *const *inputs, dp_tensor **out);
+/* dp_grad, and with create_graph the gradients are recorded (differentiable again); the
+ * graph's saved tensors are kept, as with retain_graph. */
+int dp_grad_graph(dp_tensor *root, dp_tensor *grad, bool retain_graph, bool create_graph, int n,
+                  dp_tensor *const *inputs, dp_tensor **out);
 /* A custom autograd node (torch.autograd.Function): makes out, a tensor without history,
  * the output of a node over the n inputs (NULL entries allowed) whose backward calls
  * fn(user, grad, n, grad_inputs), which fills grad_inputs[i] (new references, NULL for

@@ -127,6 +127,96 @@ DP_OPMATH_FN double dp_erfinv(double y)
     return x;
 }
 
+/* digamma, trigamma and the Hurwitz zeta function as PyTorch's CPU kernels compute them
+ * (Cephes' series), for the digamma and polygamma rows */
+DP_OPMATH_FN double dp_digamma(double x)
+{
+    const double PI = 3.14159265358979323846, PSI_10 = 2.25175258906672110764;
+    if (x == 0) return copysign(INFINITY, -x);
+    double result = 0;
+    if (x < 0) {
+        if (x == trunc(x)) return NAN;
+        double r = x - trunc(x);   /* the fraction, as modf */
+        return dp_digamma(1 - x) - PI / tan(PI * r);
+    }
+    while (x < 10) { result -= 1 / x; x += 1; }
+    if (x == 10) return result + PSI_10;
+    double y = 0;
+    if (x < 1.0e17) {
+        double z = 1 / (x * x);
+        y = 8.33333333333333333333E-2;
+        y = y * z - 2.10927960927960927961E-2; y = y * z + 7.57575757575757575758E-3;
+        y = y * z - 4.16666666666666666667E-3; y = y * z + 3.96825396825396825397E-3;
+        y = y * z - 8.33333333333333333333E-3; y = y * z + 8.33333333333333333333E-2;
+        y *= z;
+    }
+    return result + log(x) - 0.5 / x - y;
+}
+
+DP_OPMATH_FN double dp_trigamma(double x)
+{
+    const double PI = 3.14159265358979323846;
+    double sign = 1, result = 0;
+    if (x < 0.5) {
+        sign = -1;
+        double s = sin(PI * x);
+        result -= PI * PI / (s * s);
+        x = 1 - x;
+    }
+    for (int i = 0; i < 6; i++) { result += 1 / (x * x); x += 1; }
+    double ixx = 1 / (x * x);
+    result += (1 + 1 / (2 * x) + ixx * (1.0 / 6 - ixx * (1.0 / 30 - ixx * (1.0 / 42)))) / x;
+    return sign * result;
+}
+
+DP_OPMATH_FN double dp_zeta(double x, double q)
+{
+    const double MACHEP = 1.11022302462515654042E-16;
+    const double A[12] = { 12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
+                           -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15,
+                           1.8152105401943546773e17, -7.1661652561756670113e18 };
+    if (x == 1) return INFINITY;
+    if (x < 1) return NAN;
+    if (q <= 0) {
+        if (q == floor(q)) return INFINITY;
+        if (x != floor(x)) return NAN;
+    }
+    double s = pow(q, -x), a = q, b = 0;
+    int i = 0;
+    while (i < 9 || a <= 9) {
+        i++;
+        a += 1;
+        b = pow(a, -x);
+        s += b;
+        if (fabs(b / s) < MACHEP) return s;
+    }
+    double w = a;
+    s += b * w / (x - 1);
+    s -= 0.5 * b;
+    a = 1;
+    double k = 0;
+    for (i = 0; i < 12; i++) {
+        a *= x + k;
+        b /= w;
+        double t = a * b / A[i];
+        s = s + t;
+        if (fabs(t / s) < MACHEP) return s;
+        k += 1;
+        a *= x + k;
+        b /= w;
+        k += 1;
+    }
+    return s;
+}
+
+/* the n-th derivative of digamma (n >= 0 an integer) */
+DP_OPMATH_FN double dp_polygamma(double n, double x)
+{
+    if (n == 0) return dp_digamma(x);
+    if (n == 1) return dp_trigamma(x);
+    return (fmod(n, 2.0) != 0 ? 1.0 : -1.0) * exp(lgamma(n + 1.0)) * dp_zeta(n + 1, x);
+}
+
 #ifdef __cplusplus
 DP_OPMATH_FN int64_t m_div(int64_t x, int64_t y) { return dp_idiv(x, y); }
 DP_OPMATH_FN int64_t m_pow(int64_t x, int64_t y) { return dp_ipow(x, y); }

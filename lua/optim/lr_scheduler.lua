@@ -514,6 +514,82 @@ function OneCycle:get_lr()
   return lrs
 end
 
+-- ---------------------------------------------------------------- CyclicLR
+
+-- The cyclical policy: the learning rate goes from base_lr up to max_lr over step_size_up
+-- steps and back down over step_size_down (default: the same), the amplitude scaled per
+-- cycle ('triangular': 1, 'triangular2': halved each cycle) or per step ('exp_range':
+-- gamma^step), or by scale_fn(x) with scale_mode 'cycle' or 'iterations'; momentum cycles
+-- the other way between max_momentum and base_momentum.  Stepped after every batch.
+local Cyclic = scheduler('CyclicLR', { 'base_lr', 'max_lr' }, {
+  base_lr = required, max_lr = required, step_size_up = 2000, step_size_down = options.none,
+  mode = 'triangular', gamma = 1.0, scale_fn = options.none, scale_mode = 'cycle', cycle_momentum = true,
+  base_momentum = 0.8, max_momentum = 0.9,
+}, function(self, opt, s)
+  local who = self.name
+  local base_lrs = per_group(who, 'base_lr', opt, s.base_lr)
+  if s.last_epoch == -1 then
+    for i, g in ipairs(opt.param_groups) do g.lr = base_lrs[i] end
+  end
+  self.max_lrs = per_group(who, 'max_lr', opt, s.max_lr)
+  local up = number(who, 'step_size_up', s.step_size_up, 0)
+  local down = s.step_size_down ~= nil and number(who, 'step_size_down', s.step_size_down, 0) or up
+  self.total_size = up + down
+  if self.total_size <= 0 then fail('%s: step_size_up + step_size_down must be positive', who) end
+  self.step_ratio = up / self.total_size
+  local mode = s.mode
+  if mode ~= 'triangular' and mode ~= 'triangular2' and mode ~= 'exp_range' and s.scale_fn == nil then
+    fail("%s: mode is invalid and scale_fn is None (mode must be 'triangular', 'triangular2' or 'exp_range', got %s)",
+      who, options.show(mode))
+  end
+  self.mode, self.gamma = mode, number(who, 'gamma', s.gamma)
+  if s.scale_fn ~= nil then
+    if type(s.scale_fn) ~= 'function' then fail('%s: scale_fn must be a function, got %s', who, type(s.scale_fn)) end
+    if s.scale_mode ~= 'cycle' and s.scale_mode ~= 'iterations' then
+      fail("%s: scale_mode must be 'cycle' or 'iterations', got %s", who, options.show(s.scale_mode))
+    end
+    self.scale_fn, self.scale_mode = s.scale_fn, s.scale_mode
+  end
+  self.cycle_momentum = s.cycle_momentum and true or false
+  if self.cycle_momentum then
+    if opt.defaults.momentum == nil then
+      fail('%s: optimizer must support momentum with `cycle_momentum` option enabled', who)
+    end
+    local base_m = per_group(who, 'base_momentum', opt, s.base_momentum)
+    if s.last_epoch == -1 then
+      for i, g in ipairs(opt.param_groups) do g.momentum = base_m[i] end
+    end
+    self.base_momentums = {}
+    for i, g in ipairs(opt.param_groups) do self.base_momentums[i] = g.momentum end
+    self.max_momentums = per_group(who, 'max_momentum', opt, s.max_momentum)
+  end
+end)
+
+-- the scale of cycle (scale_mode 'cycle') or of step x ('iterations')
+function Cyclic:_scale(x)
+  if self.scale_fn then return self.scale_fn(x) end
+  if self.mode == 'triangular' then return 1.0 end
+  if self.mode == 'triangular2' then return 1 / (2.0 ^ (x - 1)) end
+  return self.gamma ^ x
+end
+
+function Cyclic:get_lr()
+  local cycle = math.floor(1 + self.last_epoch / self.total_size)
+  local x = 1.0 + self.last_epoch / self.total_size - cycle
+  local factor = x <= self.step_ratio and x / self.step_ratio or (x - 1) / (self.step_ratio - 1)
+  local by_cycle = self.scale_fn == nil and self.mode ~= 'exp_range' or (self.scale_fn ~= nil and self.scale_mode == 'cycle')
+  local scale = self:_scale(by_cycle and cycle or self.last_epoch)
+  local lrs = {}
+  for i, base in ipairs(self.base_lrs) do lrs[i] = base + (self.max_lrs[i] - base) * factor * scale end
+  if self.cycle_momentum then
+    for i, g in ipairs(self.optimizer.param_groups) do
+      local maxm = self.max_momentums[i]
+      g.momentum = maxm - (maxm - self.base_momentums[i]) * factor * scale
+    end
+  end
+  return lrs
+end
+
 -- ---------------------------------------------------------------- CosineAnnealingWarmRestarts
 
 -- Cosine annealing from base_lr to eta_min over T_0 epochs, restarting with periods T_0,

@@ -222,12 +222,36 @@ function autograd.backward(tensors, grads, opts)
   return root:backward(nil, opts)
 end
 
--- Function and grad, loaded on first use (torch may still be loading when this file is)
+-- set_detect_anomaly(on): backward checks every gradient each node returns and fails
+-- naming the node (as 'MulBackward0') that returned a NaN; detect_anomaly(fn, ...) runs fn
+-- with it on.  The mode is process-wide, and each check copies the gradient to the host.
+function autograd.set_detect_anomaly(on)
+  load()
+  if type(on) ~= 'boolean' then
+    utils.error(('torch.autograd.set_detect_anomaly: expected true or false, got %s'):format(type(on)))
+  end
+  torch._C._set_detect_anomaly(on)
+end
+function autograd.is_anomaly_enabled() load(); return torch._C.is_anomaly_enabled() end
+function autograd.detect_anomaly(fn, ...)
+  load()
+  local was = torch._C.is_anomaly_enabled()
+  torch._C._set_detect_anomaly(true)
+  local r = table.pack(pcall(fn, ...))
+  torch._C._set_detect_anomaly(was)
+  if not r[1] then error(r[2], 0) end
+  return table.unpack(r, 2, r.n)
+end
+
+-- Function, grad and functional, loaded on first use (torch may still be loading when
+-- this file is)
 function autograd.grad(...) return require('torch.function').grad(...) end
 setmetatable(autograd, {
   __index = function(t, k)
-    if k ~= 'Function' then return nil end
-    local v = require('torch.function').Function
+    local v
+    if k == 'Function' then v = require('torch.function').Function
+    elseif k == 'functional' then v = require 'torch.autograd_functional'
+    else return nil end
     rawset(t, k, v)
     return v
   end,

@@ -20,7 +20,7 @@ function M.install(torch)
     check_number(who, 'start', start)
     check_number(who, 'end', stop)
     check_steps(who, steps)
-    local dtype = opts and opts.dtype or 'float32'
+    local dtype = opts and opts.dtype or torch.get_default_dtype()
     local i = torch.arange(steps, { dtype = 'float64', device = opts and opts.device })
     if steps <= 1 then return (i + start):to(dtype) end
     local step = (stop - start) / (steps - 1)
@@ -42,7 +42,7 @@ function M.install(torch)
     base = base or 10
     check_number('torch.logspace', 'base', base)
     local e = spaced('torch.logspace', start, stop, steps, { device = opts and opts.device, dtype = 'float64' })
-    local t = (torch.full({ 1 }, base, { dtype = 'float64', device = opts and opts.device }) ^ e):to(opts and opts.dtype or 'float32')
+    local t = (torch.full({ 1 }, base, { dtype = 'float64', device = opts and opts.device }) ^ e):to(opts and opts.dtype or torch.get_default_dtype())
     if opts and opts.requires_grad then t:requires_grad_(true) end
     return t
   end

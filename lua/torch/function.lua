@@ -173,14 +173,13 @@ end
 -- grad(outputs, inputs [, {grad_outputs=, retain_graph=false, create_graph=false,
 -- allow_unused=false}]): the gradients of the outputs (each times its grad_output) with
 -- respect to each input, as a list, without touching any .grad.  An input the outputs
--- do not depend on is an error, or nil with allow_unused.  create_graph (gradients that
--- are differentiable again) is not supported.
+-- do not depend on is an error, or nil with allow_unused.  With create_graph the gradients
+-- are recorded, so they can be differentiated again (higher derivatives).
 function M.grad(outputs, inputs, opts)
   local who = 'torch.autograd.grad'
   local o = options.check(who, opts, {
     grad_outputs = options.none, retain_graph = options.none, create_graph = false, allow_unused = false,
   })
-  if o.create_graph then fail('%s: create_graph=true is not supported (backward passes do not record a graph)', who) end
   local outs = tensor_list(who, 'outputs', outputs)
   local ins = tensor_list(who, 'inputs', inputs)
   local gos = o.grad_outputs
@@ -210,7 +209,7 @@ function M.grad(outputs, inputs, opts)
       end
     end)
   end
-  local got = C.autograd_grad(root, g, ins, o.retain_graph and true or false)
+  local got = C.autograd_grad(root, g, ins, o.retain_graph and true or false, o.create_graph and true or false)
   local result = { n = #ins }
   for i = 1, #ins do
     if got[i] == false then

@@ -43,6 +43,11 @@ function M.install(torch)
   torch.BoolTensor = constructor('torch.BoolTensor', 'bool')
   torch.HalfTensor = constructor('torch.HalfTensor', 'float16')
   torch.BFloat16Tensor = constructor('torch.BFloat16Tensor', 'bfloat16')
+  -- Torch7's narrower integer tensors, int64 here (dplua's one integer dtype)
+  torch.IntTensor = constructor('torch.IntTensor', 'int64')
+  torch.ShortTensor = constructor('torch.ShortTensor', 'int64')
+  torch.CharTensor = constructor('torch.CharTensor', 'int64')
+  torch.ByteTensor = constructor('torch.ByteTensor', 'int64')
 
   -- torch.range(a, b [, step]): a, a + step, ... up to b inclusive, float32 (Torch7's,
   -- and PyTorch's deprecated one; torch.arange excludes b)

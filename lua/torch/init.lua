@@ -36,6 +36,14 @@ torch.float16, torch.half = 'float16', 'float16'
 torch.bfloat16 = 'bfloat16'
 -- the floating point dtypes (float16 and bfloat16 compute in float32 inside)
 torch.FLOAT_DTYPES = { float32 = true, float64 = true, float16 = true, bfloat16 = true }
+-- PyTorch's narrower integer dtypes: int64 is dplua's one integer dtype, so these name it
+-- (values keep 64 bits; there is no wrap-around at 32, 16 or 8 bits)
+torch.int32, torch.int, torch.int16, torch.short = 'int64', 'int64', 'int64', 'int64'
+torch.int8, torch.uint8 = 'int64', 'int64'
+
+-- inference_mode(fn, ...): fn(...) without recording autograd graphs (no_grad's meaning
+-- here: dplua has no separate inference tensors)
+function torch.inference_mode(fn, ...) return torch.no_grad(fn, ...) end
 
 -- ------------------------------------------------------------------ classes
 
@@ -134,12 +142,14 @@ require('torch.composite').install(torch)
 require('torch.habits').install(torch)
 require('torch.mathops').install(torch)
 require('torch.indexing').install(torch)
+require('torch.mathmore').install(torch)
 
 -- ------------------------------------------------------------------ lazily reached modules
 
 local SUBMODULES = {
   nn = 'nn', optim = 'optim', data = 'torch.data', distributed = 'torch.distributed',
-  autograd = 'torch.autograd', utils = 'torch.utils',
+  autograd = 'torch.autograd', utils = 'torch.utils', distributions = 'torch.distributions',
+  linalg = 'torch.linalg',
 }
 
 -- torch.Generator(): a random stream of its own, for samplers and DataLoader's generator=
@@ -159,6 +169,17 @@ function Generator:initial_seed() return self.seed end
 -- the random draws with a generator= option (torch.rand ..., t:uniform_ ..., multinomial)
 require('torch.random').install(torch)
 require('torch.amp').install(torch)
+
+-- PyTorch's older names of the linear algebra (torch.inverse, torch.det ...): each loads
+-- torch.linalg on first use, which puts its own functions in their places
+for _, name in ipairs { 'inverse', 'det', 'slogdet', 'logdet', 'svd', 'qr', 'cholesky', 'cholesky_solve',
+                        'triangular_solve', 'matrix_power', 'pinverse' } do
+  local function first_use(...)
+    require('torch.linalg').install_torch_names()
+    return torch[name](...)
+  end
+  torch[name], torch.Tensor[name] = first_use, first_use
+end
 
 -- the module, or nil when this build doesn't have it
 local function load_module(name)

@@ -117,4 +117,14 @@ function SummaryWriter:plot(tags, file, opts)
   gnuplot.close()
 end
 
+-- torch.utils.data: PyTorch's name for torch.data (DataLoader, TensorDataset, Subset ...)
+setmetatable(utils, {
+  __index = function(t, k)
+    if k ~= 'data' then return nil end
+    local v = require 'torch.data'
+    rawset(t, k, v)
+    return v
+  end,
+})
+
 return utils

@@ -17,4 +17,7 @@ data.DistributedSampler = sampler.DistributedSampler
 data.default_collate = collate.default_collate
 data.DataLoader = loader.DataLoader
 
+-- Subset, ConcatDataset, random_split, IterableDataset, BatchSampler
+for k, v in pairs(require 'torch.data.subsets') do data[k] = v end
+
 return data
