@@ -181,7 +181,7 @@ static void event_give(device_state *d, cudaEvent_t e)
             return;
         }
     }
-    cudaEventDestroy(e);
+    if (cudaEventDestroy(e) != cudaSuccess) (void)cudaGetLastError();   /* nothing to keep */
 }
 
 static int check_index(int index)
@@ -480,11 +480,12 @@ static void cuda_free(dp_device dev, void *ptr, size_t nbytes)
         }
         event_give(d, e);
         (void)cudaGetLastError();
-        if (on_gpu) host_wait_stream(s);   /* no event: wait here instead */
+        /* no event: wait here instead (a stream that fails that has stopped using it) */
+        if (on_gpu && host_wait_stream(s) != cudaSuccess) (void)cudaGetLastError();
     }
     b->streams.clear();
     d->pending.push_back(pb);
-    if (current >= 0) cudaSetDevice(current);
+    if (current >= 0 && cudaSetDevice(current) != cudaSuccess) (void)cudaGetLastError();
     (void)cudaGetLastError();
 }
 
@@ -690,7 +691,7 @@ static void cuda_free_host(void *ptr)
         }
     }
     g_host_free.insert({ b->size, b });
-    if (current >= 0) cudaSetDevice(current);
+    if (current >= 0 && cudaSetDevice(current) != cudaSuccess) (void)cudaGetLastError();
     (void)cudaGetLastError();
 }
 
@@ -762,10 +763,11 @@ static void enable_peer(int dst_phys, int src_phys)
     std::lock_guard<std::mutex> lock(g_peer_mu);
     if (!g_peer_done.insert(peer_pair{ dst_phys, src_phys }).second) return;
     int can = 0;
-    if (cudaDeviceCanAccessPeer(&can, dst_phys, src_phys) == cudaSuccess && can) {
-        cudaSetDevice(dst_phys);
-        cudaDeviceEnablePeerAccess(src_phys, 0);   /* "already enabled" is fine */
-    }
+    /* best effort: without peer access cudaMemcpyPeerAsync still copies, through the host,
+     * and "already enabled" is fine */
+    if (cudaDeviceCanAccessPeer(&can, dst_phys, src_phys) == cudaSuccess && can &&
+        cudaSetDevice(dst_phys) == cudaSuccess && cudaDeviceEnablePeerAccess(src_phys, 0) != cudaSuccess)
+        (void)cudaGetLastError();
     (void)cudaGetLastError();
 }
 
