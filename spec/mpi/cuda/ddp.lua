@@ -3,6 +3,8 @@
 -- mpirun on the emulated GPU (DPLUA_CUDA_LIB=build-emu/libdplua_cuda.so, DPLUA_EMU_GPUS=2):
 --   dplua spec/mpi/cuda/ddp.lua own      rank r on cuda:(r % 2)
 --   dplua spec/mpi/cuda/ddp.lua shared   every rank on cuda:1
+--   dplua spec/mpi/cuda/ddp.lua virtual  as own, on two virtual devices of one GPU
+--                                        (DPLUA_EMU_GPUS=1 DPLUA_CUDA_VIRTUAL=2)
 -- The CUDA results are checked against the same calls on CPU tensors, and DDP against one
 -- process training on the full batches.
 local check = dofile((arg[0]:match('^(.*)/') or '.') .. '/../lib/check.lua')

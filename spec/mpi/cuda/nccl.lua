@@ -3,6 +3,8 @@
 -- NCCL: a group that passes the check fails at ncclGetUniqueId instead):
 --   dplua spec/mpi/cuda/nccl.lua own      rank r on cuda:(r % 2)
 --   dplua spec/mpi/cuda/nccl.lua shared   every rank on cuda:1
+--   dplua spec/mpi/cuda/nccl.lua virtual  rank r on cuda:(r % 2), two virtual devices of one
+--                                         GPU (DPLUA_EMU_GPUS=1 DPLUA_CUDA_VIRTUAL=2)
 local check = dofile((arg[0]:match('^(.*)/') or '.') .. '/../lib/check.lua')
 local dist = require 'torch.distributed'
 local test, raises = check.test, check.raises
@@ -22,8 +24,9 @@ test(('[%s] nccl with ranks sharing a GPU raises naming the ranks and the fix'):
     if err:find('two ranks on one GPU', 1, true) then error('ranks on different GPUs were refused: ' .. err) end
     return
   end
-  -- ranks 0 and 1 share cuda:1 (shared), or ranks 0 and 2 share cuda:0 (own, 3 ranks)
-  local other = mode == 'shared' and 1 or 2
+  -- ranks 0 and 1 share cuda:1 (shared) or physical GPU 0 (virtual), or ranks 0 and 2 share
+  -- cuda:0 (own, 3 ranks)
+  local other = mode == 'own' and 2 or 1
   local gpu = ('0000:%02x:00.0'):format((mode == 'shared' and 1 or 0) + 1)   -- the emulation's bus ids
   raises(function() dist.all_reduce(t) end,
     "backend 'nccl' cannot put two ranks on one GPU", ('ranks 0 and %d both on GPU'):format(other), gpu,
