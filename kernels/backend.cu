@@ -12,7 +12,14 @@
  * block is split when enough is left over, freed blocks merge with free neighbours of the
  * same segment, and nothing goes back to the driver until empty_cache() or an allocation
  * that fails.  Blocks are reused in stream order: every kernel touching a device's memory
- * runs on that device's stream, and copies between devices join both streams.
+ * runs on that device's stream, and copies between devices join both streams.  A block
+ * that another stream uses too (the side stream of collectives) is marked with
+ * record_stream: when it is freed, an event goes on each such stream, and the block waits
+ * in `pending` until those events have completed (PyTorch's record_stream).
+ *
+ * Events.  Each device keeps a small pool of events, taken and given back by the copies
+ * between devices and by the side-stream joins of torch.distributed.  Every wait of the
+ * host for the device goes through host_wait_*, which counts it per thread (host_syncs). 
  *
  * Errors.  The engine hands its error reporter (dp_error) to dp_cuda_backend_init; every
  * message of this library goes through it. */
@@ -61,6 +68,25 @@ struct DP_HIDDEN block {
     bool allocated;
     bool small;
     block *prev, *next;          /* neighbours within the segment */
+    std::vector<cudaStream_t> streams;   /* other streams using it (record_stream) */
+};
+
+static block *new_block(char *ptr, size_t size, bool small, block *prev, block *next)
+{
+    block *b = new block();
+    b->ptr = ptr;
+    b->size = size;
+    b->allocated = false;
+    b->small = small;
+    b->prev = prev;
+    b->next = next;
+    return b;
+}
+
+/* A freed block waiting for the events of the other streams that used it. */
+struct DP_HIDDEN pending_block {
+    block *b;
+    std::vector<cudaEvent_t> events;
 };
 
 struct DP_HIDDEN block_order {
@@ -75,11 +101,15 @@ struct DP_HIDDEN device_state {
     std::mutex mu;               /* guards everything below but `ready` */
     std::atomic<bool> ready;     /* the stream exists (set once, under mu) */
     cudaStream_t stream;
+    cudaStream_t side;           /* collectives' stream (side_stream), made on first use */
     cublasHandle_t cublas;
     std::mutex cublas_mu;        /* one enqueuer at a time per handle */
     std::set<block *, block_order> free_small, free_large;
     std::unordered_map<void *, block *> live;
+    std::vector<pending_block> pending;
     size_t allocated, peak, reserved;
+    std::mutex event_mu;         /* guards events (taken while mu may be held, never the reverse) */
+    std::vector<cudaEvent_t> events;   /* the pool, of this device's GPU */
 };
 
 static std::vector<device_state *> g_devices;
@@ -106,6 +136,53 @@ static std::mutex g_peer_mu;
 static std::set<peer_pair> g_peer_done;
 
 static double mib(size_t n) { return (double)n / (1024.0 * 1024.0); }
+
+/* ---------------------------------------------------------------- host waits and events */
+
+static thread_local int64_t t_host_syncs = 0;
+
+static cudaError_t host_wait_stream(cudaStream_t s)
+{
+    t_host_syncs++;
+    return cudaStreamSynchronize(s);
+}
+
+static cudaError_t host_wait_event(cudaEvent_t e)
+{
+    t_host_syncs++;
+    return cudaEventSynchronize(e);
+}
+
+static int64_t cuda_host_syncs(void) { return t_host_syncs; }
+
+/* An event of d's GPU (which must be current) from the pool, or a new one. */
+static cudaError_t event_take(device_state *d, cudaEvent_t *e)
+{
+    {
+        std::lock_guard<std::mutex> lock(d->event_mu);
+        if (!d->events.empty()) {
+            *e = d->events.back();
+            d->events.pop_back();
+            return cudaSuccess;
+        }
+    }
+    return cudaEventCreateWithFlags(e, cudaEventDisableTiming);
+}
+
+/* Back to the pool: a recording still pending is fine, a later record replaces it and the
+ * waits already queued keep the old one. */
+static void event_give(device_state *d, cudaEvent_t e)
+{
+    if (!e) return;
+    {
+        std::lock_guard<std::mutex> lock(d->event_mu);
+        if (d->events.size() < 64) {
+            d->events.push_back(e);
+            return;
+        }
+    }
+    if (cudaEventDestroy(e) != cudaSuccess) (void)cudaGetLastError();   /* nothing to keep */
+}
 
 static int check_index(int index)
 {
@@ -181,14 +258,15 @@ static block *take_block(device_state *d, size_t size)
 {
     bool small = size <= SMALL_LIMIT;
     auto &pool = small ? d->free_small : d->free_large;
-    block key = { NULL, size, false, small, NULL, NULL };
+    block key{};
+    key.size = size;
     auto it = pool.lower_bound(&key);
     if (it == pool.end()) return NULL;
     block *b = *it;
     pool.erase(it);
     size_t rest = b->size - size;
     if (small ? rest >= MIN_BLOCK : rest > SMALL_LIMIT) {
-        block *r = new block{ b->ptr + size, rest, false, small, b, b->next };
+        block *r = new_block(b->ptr + size, rest, small, b, b->next);
         if (b->next) b->next->prev = r;
         b->next = r;
         b->size = size;
@@ -208,9 +286,13 @@ static void release_cached(device_state *d)
         for (auto it = pool->begin(); it != pool->end();) {
             block *b = *it;
             if (!b->prev && !b->next) {
-                cudaSetDevice(d->phys);
-                cudaFree(b->ptr);
-                (void)cudaGetLastError();
+                cudaError_t err = cudaSetDevice(d->phys);
+                if (err == cudaSuccess) err = cudaFree(b->ptr);
+                if (err != cudaSuccess) {   /* still the driver's: keep it in the books */
+                    (void)cudaGetLastError();
+                    ++it;
+                    continue;
+                }
                 {
                     std::lock_guard<std::mutex> lock(g_seg_mu);
                     g_segments.erase((uintptr_t)b->ptr);
@@ -237,6 +319,7 @@ static void release_cached_phys(int phys)
 
 static void *cuda_alloc_block(dp_device dev, size_t nbytes);
 static void cuda_free(dp_device dev, void *ptr, size_t nbytes);
+static void free_pending(device_state *d);
 
 static void *cuda_alloc(dp_device dev, size_t nbytes)
 {
@@ -262,6 +345,7 @@ static void *cuda_alloc_block(dp_device dev, size_t nbytes)
     size_t size = round_size(nbytes);
     {
         std::lock_guard<std::mutex> lock(d->mu);
+        free_pending(d);
         block *b = take_block(d, size);
         if (b) return b->ptr;
     }
@@ -276,8 +360,8 @@ static void *cuda_alloc_block(dp_device dev, size_t nbytes)
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
         release_cached_phys(d->phys);
-        cudaSetDevice(d->phys);
-        err = cudaMalloc(&p, seg);
+        err = cudaSetDevice(d->phys);
+        if (err == cudaSuccess) err = cudaMalloc(&p, seg);
         if (err != cudaSuccess && seg > size) {   /* the exact size may still fit */
             (void)cudaGetLastError();
             seg = size;
@@ -287,8 +371,10 @@ static void *cuda_alloc_block(dp_device dev, size_t nbytes)
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
         size_t free_b = 0, total_b = 0;
-        cudaMemGetInfo(&free_b, &total_b);
-        (void)cudaGetLastError();
+        if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {   /* the message says 0 of 0 */
+            (void)cudaGetLastError();
+            free_b = total_b = 0;
+        }
         size_t alloc_b, cached_b;
         {
             std::lock_guard<std::mutex> lock(d->mu);
@@ -311,7 +397,7 @@ static void *cuda_alloc_block(dp_device dev, size_t nbytes)
     std::lock_guard<std::mutex> lock(d->mu);
     d->reserved += seg;
     bool small = size <= SMALL_LIMIT;
-    block *whole = new block{ (char *)p, seg, false, small, NULL, NULL };
+    block *whole = new_block((char *)p, seg, small, NULL, NULL);
     (small ? d->free_small : d->free_large).insert(whole);
     block *b = take_block(d, size);
     if (!b) {   /* cannot happen: the new segment fits the request */
@@ -333,16 +419,9 @@ static block *absorb_next(block *b)
     return b;
 }
 
-static void cuda_free(dp_device dev, void *ptr, size_t nbytes)
+/* Back to its pool, merged with free neighbours (d->mu held). */
+static void free_block(device_state *d, block *b)
 {
-    (void)nbytes;
-    if (!ptr || dev.index < 0 || dev.index >= (int)g_devices.size()) return;
-    device_state *d = g_devices[dev.index];
-    std::lock_guard<std::mutex> lock(d->mu);
-    auto it = d->live.find(ptr);
-    if (it == d->live.end()) return;     /* not ours: nothing sensible to do */
-    block *b = it->second;
-    d->live.erase(it);
     d->allocated -= b->size;
     b->allocated = false;
     auto &pool = b->small ? d->free_small : d->free_large;
@@ -355,6 +434,75 @@ static void cuda_free(dp_device dev, void *ptr, size_t nbytes)
         absorb_next(b);
     }
     pool.insert(b);
+}
+
+/* The pending blocks whose other streams are done go back to their pools (d->mu held).  An
+ * event that cannot be queried counts as done: its error shows at the next synchronisation. */
+static void free_pending(device_state *d)
+{
+    for (size_t i = 0; i < d->pending.size();) {
+        pending_block &pb = d->pending[i];
+        bool done = true;
+        for (cudaEvent_t e : pb.events) {
+            cudaError_t q = cudaEventQuery(e);
+            if (q == cudaErrorNotReady) { done = false; break; }
+            if (q != cudaSuccess) (void)cudaGetLastError();
+        }
+        if (!done) { i++; continue; }
+        for (cudaEvent_t e : pb.events) event_give(d, e);
+        free_block(d, pb.b);
+        pb = d->pending.back();
+        d->pending.pop_back();
+    }
+}
+
+static void cuda_free(dp_device dev, void *ptr, size_t nbytes)
+{
+    (void)nbytes;
+    if (!ptr || dev.index < 0 || dev.index >= (int)g_devices.size()) return;
+    device_state *d = g_devices[dev.index];
+    std::lock_guard<std::mutex> lock(d->mu);
+    auto it = d->live.find(ptr);
+    if (it == d->live.end()) return;     /* not ours: nothing sensible to do */
+    block *b = it->second;
+    d->live.erase(it);
+    if (b->streams.empty()) { free_block(d, b); return; }
+    /* other streams used it: an event on each, and the block waits for them */
+    pending_block pb{ b, {} };
+    int current = -1;            /* a free may come in the middle of an op: keep its device */
+    if (cudaGetDevice(&current) != cudaSuccess) current = -1;
+    bool on_gpu = cudaSetDevice(d->phys) == cudaSuccess;
+    for (cudaStream_t s : b->streams) {
+        cudaEvent_t e = NULL;
+        if (on_gpu && event_take(d, &e) == cudaSuccess && cudaEventRecord(e, s) == cudaSuccess) {
+            pb.events.push_back(e);
+            continue;
+        }
+        event_give(d, e);
+        (void)cudaGetLastError();
+        /* no event: wait here instead (a stream that fails that has stopped using it) */
+        if (on_gpu && host_wait_stream(s) != cudaSuccess) (void)cudaGetLastError();
+    }
+    b->streams.clear();
+    d->pending.push_back(pb);
+    if (current >= 0 && cudaSetDevice(current) != cudaSuccess) (void)cudaGetLastError();
+    (void)cudaGetLastError();
+}
+
+static int cuda_record_stream(int index, void *ptr, void *stream)
+{
+    if (check_index(index)) return -1;
+    device_state *d = g_devices[index];
+    std::lock_guard<std::mutex> lock(d->mu);
+    auto it = d->live.find(ptr);
+    if (it == d->live.end())
+        return dp_cuda_error("record_stream: %p is not the start of a live block of cuda:%d", ptr, index);
+    cudaStream_t s = (cudaStream_t)stream;
+    if (s == d->stream) return 0;   /* its own stream: the usual stream order */
+    for (cudaStream_t o : it->second->streams)
+        if (o == s) return 0;
+    it->second->streams.push_back(s);
+    return 0;
 }
 
 extern "C" void *dp_cuda_scratch_alloc(int index, size_t nbytes)
@@ -389,17 +537,25 @@ static void host_release_cached(void);
 
 static void cuda_empty_cache(void)
 {
+    bool all_idle = true;
     for (device_state *d : g_devices) {
         std::lock_guard<std::mutex> lock(d->mu);
         if (d->ready) {
-            /* cudaFree waits for the device anyway; make it explicit for the stream */
-            cudaSetDevice(d->phys);
-            cudaStreamSynchronize(d->stream);
-            (void)cudaGetLastError();
+            /* cudaFree waits for the device anyway; make it explicit for the streams, and a
+             * device that fails to get there keeps its cache */
+            cudaError_t err = cudaSetDevice(d->phys);
+            if (err == cudaSuccess) err = host_wait_stream(d->stream);
+            if (err == cudaSuccess && d->side) err = host_wait_stream(d->side);
+            if (err != cudaSuccess) {
+                (void)cudaGetLastError();
+                all_idle = false;
+                continue;
+            }
         }
+        free_pending(d);
         release_cached(d);
     }
-    host_release_cached();
+    if (all_idle) host_release_cached();
 }
 
 /* ---------------------------------------------------------------- pinned host memory
@@ -445,19 +601,23 @@ static void host_block_destroy(host_block *b)
 {
     for (cudaEvent_t e : b->events)
         if (e) cudaEventDestroy(e);
-    cudaFreeHost(b->ptr);
-    (void)cudaGetLastError();
+    if (cudaFreeHost(b->ptr) != cudaSuccess) (void)cudaGetLastError();   /* nothing better to do */
     delete b;
 }
 
-static void sync_all_streams(void)
+/* Waits for every device's streams; false when one of them failed. */
+static bool sync_all_streams(void)
 {
+    bool ok = true;
     for (device_state *d : g_devices) {
         if (!d->ready) continue;
-        cudaSetDevice(d->phys);
-        cudaStreamSynchronize(d->stream);
+        cudaError_t err = cudaSetDevice(d->phys);
+        if (err == cudaSuccess) err = host_wait_stream(d->stream);
+        if (err == cudaSuccess && d->side) err = host_wait_stream(d->side);
+        if (err != cudaSuccess) ok = false;
     }
     (void)cudaGetLastError();
+    return ok;
 }
 
 /* Gives every cached block back to the driver; the caller has waited for the streams. */
@@ -489,8 +649,7 @@ static void *cuda_alloc_host(size_t nbytes)
     cudaError_t err = cudaHostAlloc(&p, size, cudaHostAllocPortable);
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
-        sync_all_streams();
-        host_release_cached();
+        if (sync_all_streams()) host_release_cached();
         err = cudaHostAlloc(&p, size, cudaHostAllocPortable);
     }
     if (err != cudaSuccess) {
@@ -520,16 +679,19 @@ static void cuda_free_host(void *ptr)
     for (size_t i = 0; i < g_devices.size(); i++) {
         device_state *d = g_devices[i];
         if (!d->ready) continue;
-        cudaSetDevice(d->phys);
+        if (cudaSetDevice(d->phys) != cudaSuccess) {
+            (void)cudaGetLastError();
+            continue;            /* a device that cannot be selected runs nothing more */
+        }
         if (!b->events[i] && cudaEventCreateWithFlags(&b->events[i], cudaEventDisableTiming) != cudaSuccess)
             b->events[i] = NULL;
         if (!b->events[i] || cudaEventRecord(b->events[i], d->stream) != cudaSuccess) {
-            cudaStreamSynchronize(d->stream);   /* no event: wait here instead */
+            host_wait_stream(d->stream);   /* no event: wait here instead */
             (void)cudaGetLastError();
         }
     }
     g_host_free.insert({ b->size, b });
-    if (current >= 0) cudaSetDevice(current);
+    if (current >= 0 && cudaSetDevice(current) != cudaSuccess) (void)cudaGetLastError();
     (void)cudaGetLastError();
 }
 
@@ -568,7 +730,7 @@ static int cuda_copy_h2d(dp_device dev, void *dst, const void *src, size_t nbyte
     if (!nbytes) return 0;
     CUDA_STREAM_OF(dev, s);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, s));
-    if (!non_blocking) CUDA_CHECK(cudaStreamSynchronize(s));
+    if (!non_blocking) CUDA_CHECK(host_wait_stream(s));
     return 0;
 }
 
@@ -577,21 +739,21 @@ static int cuda_copy_d2h(dp_device dev, void *dst, const void *src, size_t nbyte
     if (!nbytes) return 0;
     CUDA_STREAM_OF(dev, s);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, s));
-    CUDA_CHECK(cudaStreamSynchronize(s));
+    CUDA_CHECK(host_wait_stream(s));
     return 0;
 }
 
-/* Makes stream `waiter` wait for the work queued so far on `other`, a stream of GPU
- * other_phys (an event belongs to its stream's GPU; a wait may cross GPUs).  Leaves
- * other_phys current. */
-static int join_stream(cudaStream_t waiter, cudaStream_t other, int other_phys)
+/* Makes stream `waiter` wait for the work queued so far on `other`, a stream of device od
+ * (an event belongs to its stream's GPU; a wait may cross GPUs), with an event of od's
+ * pool.  Leaves od's GPU current. */
+static int join_stream(cudaStream_t waiter, cudaStream_t other, device_state *od)
 {
-    cudaEvent_t e;
-    CUDA_CHECK(cudaSetDevice(other_phys));
-    CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    cudaEvent_t e = NULL;
+    CUDA_CHECK(cudaSetDevice(od->phys));
+    CUDA_CHECK(event_take(od, &e));
     cudaError_t err = cudaEventRecord(e, other);
     if (err == cudaSuccess) err = cudaStreamWaitEvent(waiter, e, 0);
-    cudaEventDestroy(e);
+    event_give(od, e);
     CUDA_CHECK(err);
     return 0;
 }
@@ -601,10 +763,11 @@ static void enable_peer(int dst_phys, int src_phys)
     std::lock_guard<std::mutex> lock(g_peer_mu);
     if (!g_peer_done.insert(peer_pair{ dst_phys, src_phys }).second) return;
     int can = 0;
-    if (cudaDeviceCanAccessPeer(&can, dst_phys, src_phys) == cudaSuccess && can) {
-        cudaSetDevice(dst_phys);
-        cudaDeviceEnablePeerAccess(src_phys, 0);   /* "already enabled" is fine */
-    }
+    /* best effort: without peer access cudaMemcpyPeerAsync still copies, through the host,
+     * and "already enabled" is fine */
+    if (cudaDeviceCanAccessPeer(&can, dst_phys, src_phys) == cudaSuccess && can &&
+        cudaSetDevice(dst_phys) == cudaSuccess && cudaDeviceEnablePeerAccess(src_phys, 0) != cudaSuccess)
+        (void)cudaGetLastError();
     (void)cudaGetLastError();
 }
 
@@ -623,18 +786,88 @@ static int cuda_copy_d2d(dp_device dst_dev, void *dst, dp_device src_dev, const 
     if (dphys != sphys) enable_peer(dphys, sphys);
     CUDA_STREAM_OF(src_dev, ss);
     CUDA_STREAM_OF(dst_dev, ds);
-    if (join_stream(ds, ss, sphys)) return -1;
+    if (join_stream(ds, ss, g_devices[src_dev.index])) return -1;
     CUDA_CHECK(cudaSetDevice(dphys));
     if (dphys == sphys) CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, ds));
     else CUDA_CHECK(cudaMemcpyPeerAsync(dst, dphys, src, sphys, nbytes, ds));
-    if (join_stream(ss, ds, dphys)) return -1;
+    if (join_stream(ss, ds, g_devices[dst_dev.index])) return -1;
     return 0;
 }
 
 static int cuda_synchronize(dp_device dev)
 {
     CUDA_STREAM_OF(dev, s);
-    CUDA_CHECK(cudaStreamSynchronize(s));
+    CUDA_CHECK(host_wait_stream(s));
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the side stream and events */
+
+static void *cuda_side_stream(int index)
+{
+    void *own;
+    if (dp_cuda_enter(index, &own)) return NULL;
+    device_state *d = g_devices[index];
+    std::lock_guard<std::mutex> lock(d->mu);
+    if (!d->side) {
+        cudaError_t err = cudaStreamCreateWithFlags(&d->side, cudaStreamNonBlocking);
+        if (err != cudaSuccess) {
+            (void)cudaGetLastError();
+            d->side = NULL;
+            dp_cuda_error("cannot create the side stream of cuda:%d: %s", index, cudaGetErrorString(err));
+            return NULL;
+        }
+    }
+    return (void *)d->side;
+}
+
+/* The stream a caller means: its own, or the device's when NULL (the device is current). */
+#define STREAM_OR_OWN(index, stream, var)                                                  \
+    cudaStream_t var;                                                                      \
+    do {                                                                                   \
+        void *own_;                                                                        \
+        if (dp_cuda_enter((index), &own_)) return -1;                                     \
+        var = (stream) ? (cudaStream_t)(stream) : (cudaStream_t)own_;                       \
+    } while (0)
+
+static int cuda_event_record(int index, void *stream, void **event)
+{
+    STREAM_OR_OWN(index, stream, s);
+    device_state *d = g_devices[index];
+    cudaEvent_t e = NULL;
+    CUDA_CHECK(event_take(d, &e));
+    cudaError_t err = cudaEventRecord(e, s);
+    if (err != cudaSuccess) event_give(d, e);
+    CUDA_CHECK(err);
+    *event = (void *)e;
+    return 0;
+}
+
+static int cuda_stream_wait_event(int index, void *stream, void *event)
+{
+    STREAM_OR_OWN(index, stream, s);
+    CUDA_CHECK(cudaStreamWaitEvent(s, (cudaEvent_t)event, 0));
+    return 0;
+}
+
+static int cuda_event_synchronize(int index, void *event)
+{
+    void *own;
+    if (dp_cuda_enter(index, &own)) return -1;
+    CUDA_CHECK(host_wait_event((cudaEvent_t)event));
+    return 0;
+}
+
+static void cuda_event_release(int index, void *event)
+{
+    if (index >= 0 && index < (int)g_devices.size()) event_give(g_devices[index], (cudaEvent_t)event);
+}
+
+static int cuda_copy_async(int index, void *stream, void *dst, const void *src, size_t nbytes, bool to_device)
+{
+    if (!nbytes) return 0;
+    STREAM_OR_OWN(index, stream, s);
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, s));
     return 0;
 }
 
@@ -696,6 +929,15 @@ static const dp_backend g_cuda_backend = {
     /* attention */
     /* sdpa_forward         */ dp_cuda_sdpa_forward,
     /* sdpa_backward        */ dp_cuda_sdpa_backward,
+    /* distributed: side stream and events */
+    /* side_stream          */ cuda_side_stream,
+    /* event_record         */ cuda_event_record,
+    /* stream_wait_event    */ cuda_stream_wait_event,
+    /* event_synchronize    */ cuda_event_synchronize,
+    /* event_release        */ cuda_event_release,
+    /* copy_async           */ cuda_copy_async,
+    /* record_stream        */ cuda_record_stream,
+    /* host_syncs           */ cuda_host_syncs,
 };
 
 extern "C" const dp_backend *dp_cuda_backend_init(const dp_backend_host *host, int *device_count, char *err,
@@ -743,6 +985,7 @@ extern "C" const dp_backend *dp_cuda_backend_init(const dp_backend_host *host, i
         d->phys = i / g_virtual;
         d->ready = false;
         d->stream = NULL;
+        d->side = NULL;
         d->cublas = NULL;
         d->allocated = d->peak = d->reserved = 0;
         g_devices.push_back(d);

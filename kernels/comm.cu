@@ -131,6 +131,12 @@ int dp_nccl_all_gather(void *comm, void *stream, int device, const void *send, v
     return 0;
 }
 
+int dp_nccl_bus_id(int device, char *buf, size_t len)
+{
+    CUDA_CHECK(cudaDeviceGetPCIBusId(buf, (int)len, physical(device)));
+    return 0;
+}
+
 int dp_nccl_stream_sync(void *stream, int device)
 {
     CUDA_CHECK(cudaSetDevice(physical(device)));

@@ -39,15 +39,20 @@ typedef int dp_nccl_all_gather_fn(void *comm, void *stream, int device, const vo
                                   int64_t count, dp_dtype dtype);
 /* Waits for everything queued on the stream. */
 typedef int dp_nccl_stream_sync_fn(void *stream, int device);
+/* The PCI bus id of the GPU under `device` (several virtual devices share one). */
+typedef int dp_nccl_bus_id_fn(int device, char *buf, size_t len);
 
-/* What comm.cu defines (and exports; the engine does not link against them). */
-dp_nccl_get_unique_id_fn dp_nccl_get_unique_id;
-dp_nccl_comm_init_fn dp_nccl_comm_init;
-dp_nccl_comm_destroy_fn dp_nccl_comm_destroy;
-dp_nccl_all_reduce_fn dp_nccl_all_reduce;
-dp_nccl_broadcast_fn dp_nccl_broadcast;
-dp_nccl_all_gather_fn dp_nccl_all_gather;
-dp_nccl_stream_sync_fn dp_nccl_stream_sync;
+/* What comm.cu defines (and exports, also from a library built with hidden visibility, as
+ * the emulation's is; the engine does not link against them). */
+#define DP_NCCL_API __attribute__((visibility("default")))
+DP_NCCL_API dp_nccl_get_unique_id_fn dp_nccl_get_unique_id;
+DP_NCCL_API dp_nccl_comm_init_fn dp_nccl_comm_init;
+DP_NCCL_API dp_nccl_comm_destroy_fn dp_nccl_comm_destroy;
+DP_NCCL_API dp_nccl_all_reduce_fn dp_nccl_all_reduce;
+DP_NCCL_API dp_nccl_broadcast_fn dp_nccl_broadcast;
+DP_NCCL_API dp_nccl_all_gather_fn dp_nccl_all_gather;
+DP_NCCL_API dp_nccl_stream_sync_fn dp_nccl_stream_sync;
+DP_NCCL_API dp_nccl_bus_id_fn dp_nccl_bus_id;
 
 #ifdef __cplusplus
 }

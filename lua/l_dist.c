@@ -46,6 +46,12 @@ static int d_backend(lua_State *L) {
 static int d_has_mpi(lua_State *L) { lua_pushboolean(L, dp_dist_has_mpi()); return 1; }
 static int d_has_nccl(lua_State *L) { lua_pushboolean(L, dp_dist_has_nccl()); return 1; }
 
+static int d_cuda_host_syncs(lua_State *L) { lua_pushinteger(L, (lua_Integer)dp_dist_cuda_host_syncs()); return 1; }
+static int d_side_stream_use(lua_State *L) {
+    check_rc(L, dp_dist_debug_side_stream_use(lt_check(L, 1)));
+    return 0;
+}
+
 static dp_dist_op check_op(lua_State *L, int idx) {
     static const char *const names[] = { "sum", "avg", "max", "min", NULL };
     if (lua_isnoneornil(L, idx)) return DP_DIST_SUM;
@@ -208,7 +214,8 @@ static const luaL_Reg dist_functions[] = {
     { "get_backend", d_backend }, { "has_mpi", d_has_mpi }, { "has_nccl", d_has_nccl },
     { "all_reduce", d_all_reduce }, { "broadcast", d_broadcast }, { "all_gather", d_all_gather },
     { "all_gather_string", d_all_gather_string }, { "barrier", d_barrier },
-    { "destroy", d_destroy }, { "reducer", d_reducer }, { NULL, NULL }
+    { "destroy", d_destroy }, { "reducer", d_reducer },
+    { "cuda_host_syncs", d_cuda_host_syncs }, { "side_stream_use", d_side_stream_use }, { NULL, NULL }
 };
 
 int dplua_open_dist(lua_State *L) {

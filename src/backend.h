@@ -200,6 +200,28 @@ typedef struct dp_backend {
     int (*sdpa_backward)(const dp_sdpa_params *p, const dp_view *gq, const dp_view *gk, const dp_view *gv,
                          const dp_view *gout, const dp_view *q, const dp_view *k, const dp_view *v,
                          const dp_view *out, const dp_view *lse);
+    /* ---- distributed (dist_reducer.c, dist_nccl.c; kernels/backend.cu): a second stream and
+     * events, so that collectives overlap the device's own stream without the host waiting.
+     * index is the (virtual) CUDA device; a NULL stream is the device's own.  NULL on the CPU. */
+    /* The device's side stream (made on first use, kept until exit), or NULL with dp_error(). */
+    void *(*side_stream)(int index);
+    /* An event from the device's pool, recorded on stream now; give it back with event_release
+     * (which may come before the event completes). */
+    int (*event_record)(int index, void *stream, void **event);
+    /* stream's later work waits for the event; the host does not. */
+    int (*stream_wait_event)(int index, void *stream, void *event);
+    /* The host waits for the event (a host synchronisation). */
+    int (*event_synchronize)(int index, void *event);
+    void (*event_release)(int index, void *event);
+    /* A copy queued on stream: into device memory from pinned host memory (to_device), or out
+     * of device memory into pinned host memory. */
+    int (*copy_async)(int index, void *stream, void *dst, const void *src, size_t nbytes, bool to_device);
+    /* PyTorch's record_stream: once freed, the block holding ptr is not reused before the work
+     * queued on stream up to the free is done. */
+    int (*record_stream)(int index, void *ptr, void *stream);
+    /* How many times the calling thread waited for the device (stream, event and device
+     * synchronisations, blocking copies): a debug counter. */
+    int64_t (*host_syncs)(void);
 } dp_backend;
 
 /* The backend registry (registry.c): the backend serving a device, or NULL with dp_error()

@@ -1,6 +1,7 @@
 /* dist.c: the process group of torch.distributed (see dist.h): creating and destroying it,
  * the queries, and the collectives' common part: argument checks, a check that every rank
- * makes the same call, contiguous staging, copying results back.  The bytes are moved by
+ * makes the same call, contiguous staging, copying results back, and for CUDA tensors on the
+ * mpi backend, staging through pinned host memory.  The bytes are moved by
  * the group's backend through the collective interface of dist_comm.h (dist_mpi.c for CPU
  * tensors, dist_nccl.c for CUDA tensors); the group itself is always made over MPI, which
  * also bootstraps NCCL.  All distributed state lives in one struct, dp_group. */
@@ -97,10 +98,6 @@ static int check_tensor(const char *what, dp_tensor *t) {
         return dp_error("torch.distributed.%s: %s tensors are not supported yet; convert with :float()", what,
                         dp_dtype_name(t->dtype));
     char dev[32];
-    if (dp_group.backend == DP_DIST_MPI && t->device.type != DP_DEVICE_CPU)
-        return dp_error("torch.distributed.%s: the mpi backend takes CPU tensors, but the tensor is "
-                        "on %s (use init_process_group{backend='nccl'} for CUDA tensors)",
-                        what, dp_device_str(t->device, dev));
     if (dp_group.backend == DP_DIST_NCCL && t->device.type != DP_DEVICE_CUDA)
         return dp_error("torch.distributed.%s: the nccl backend takes CUDA tensors, but the tensor "
                         "is on %s (use init_process_group{backend='mpi'} for CPU tensors)",
@@ -137,6 +134,35 @@ dp_tensor *dp_dist_flat_view(dp_tensor *flat, int64_t offset, int ndim, const in
     return v;
 }
 
+/* ---- staging: the mpi backend moves host bytes, so a CUDA tensor's values go through
+ * pinned host memory (as gloo stages them for PyTorch): copied out before the collective
+ * and back after it.  The pinned cache hands the same block out again for the next call
+ * of that size. */
+
+static bool staged(const dp_tensor *t) {
+    return dp_group.backend == DP_DIST_MPI && t->device.type != DP_DEVICE_CPU;
+}
+
+/* A pinned host copy of contiguous c's bytes (with copy_in), or uninitialised. */
+static void *stage_out(dp_tensor *c, size_t bytes, bool copy_in) {
+    void *host = dp_pinned_alloc(bytes);
+    if (!host) return NULL;
+    if (copy_in && dp_backend_for(c->device)->copy_d2h(c->device, host, dp_data(c), bytes) != 0) {
+        dp_pinned_free(host);
+        return NULL;
+    }
+    return host;
+}
+
+/* Copies the host bytes back into contiguous c and frees them (rc: the collective's). */
+static int stage_back(int rc, dp_tensor *c, void *host, size_t bytes) {
+    if (rc == 0) rc = dp_backend_for(c->device)->copy_h2d(c->device, dp_data(c), host, bytes, false);
+    dp_pinned_free(host);
+    return rc;
+}
+
+static const dp_device host_device = { DP_DEVICE_CPU, 0 };
+
 /* all_reduce (reduce: arg is the op) or broadcast (arg is the source rank) of t in place:
  * the ranks' agreement check, then the collective on a contiguous copy of t, written back */
 static int in_place(const char *name, const char *where, dp_tensor *t, bool reduce, int arg) {
@@ -147,10 +173,16 @@ static int in_place(const char *name, const char *where, dp_tensor *t, bool redu
     if (rc != 0 || n == 0) return rc;
     dp_tensor *c = contiguous_of(t);
     if (!c) return -1;
+    size_t bytes = (size_t)n * dp_dtype_size(c->dtype);
+    void *host = staged(c) ? stage_out(c, bytes, true) : NULL;
+    if (staged(c) && !host) { dp_tensor_release(c); return -1; }
+    void *data = host ? host : dp_data(c);
+    dp_device dev = host ? host_device : c->device;
     pthread_mutex_lock(&dp_group.lock);
-    rc = reduce ? dp_group.comm->all_reduce(dp_data(c), n, c->dtype, c->device, (dp_dist_op)arg, where)
-                : dp_group.comm->broadcast(dp_data(c), n, c->dtype, c->device, arg, where);
+    rc = reduce ? dp_group.comm->all_reduce(data, n, c->dtype, dev, (dp_dist_op)arg, where)
+                : dp_group.comm->broadcast(data, n, c->dtype, dev, arg, where);
     pthread_mutex_unlock(&dp_group.lock);
+    if (host) rc = stage_back(rc, c, host, bytes);
     if (rc == 0 && c != t) rc = dp_copy_raw(t, c);
     else if (rc == 0) dp_bump_version(t);
     dp_tensor_release(c);
@@ -211,9 +243,22 @@ int dp_dist_all_gather(dp_tensor *const *outs, int n_outs, dp_tensor *t) {
     int64_t all_n = (int64_t)n_outs * n;
     dp_tensor *all = dp_empty(1, &all_n, t->dtype, t->device);
     if (!all) { dp_tensor_release(c); return -1; }
+    size_t bytes = (size_t)n * dp_dtype_size(c->dtype);
+    void *send = NULL, *recv = NULL;
+    if (staged(c) && (!(send = stage_out(c, bytes, true)) || !(recv = stage_out(all, bytes * (size_t)n_outs, false)))) {
+        dp_pinned_free(send);
+        dp_tensor_release(all);
+        dp_tensor_release(c);
+        return -1;
+    }
     pthread_mutex_lock(&dp_group.lock);
-    rc = dp_group.comm->all_gather(dp_data(c), dp_data(all), n, c->dtype, c->device, where);
+    rc = send ? dp_group.comm->all_gather(send, recv, n, c->dtype, host_device, where)
+              : dp_group.comm->all_gather(dp_data(c), dp_data(all), n, c->dtype, c->device, where);
     pthread_mutex_unlock(&dp_group.lock);
+    if (send) {
+        dp_pinned_free(send);
+        rc = stage_back(rc, all, recv, bytes * (size_t)n_outs);
+    }
     for (int r = 0; rc == 0 && r < n_outs; r++) {
         dp_tensor *v = dp_dist_flat_view(all, (int64_t)r * n, t->ndim, t->sizes);
         rc = v ? dp_copy_raw(outs[r], v) : -1;
@@ -230,6 +275,31 @@ int dp_dist_barrier(void) {
     int rc = dp_dist_mpi_check_same("barrier", "barrier()");
     if (rc == 0) rc = dp_dist_mpi_barrier("barrier()");
     pthread_mutex_unlock(&dp_group.lock);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ debugging */
+
+int64_t dp_dist_cuda_host_syncs(void) {
+    if (dp_device_count(DP_DEVICE_CUDA) <= 0) return 0;
+    const dp_backend *b = dp_backend_for((dp_device){ DP_DEVICE_CUDA, 0 });
+    return b && b->host_syncs ? b->host_syncs() : 0;
+}
+
+int dp_dist_debug_side_stream_use(dp_tensor *t) {
+    char dev[32];
+    if (!t || t->device.type != DP_DEVICE_CUDA)
+        return dp_error("torch.distributed._side_stream_use: expected a CUDA tensor, got one on %s",
+                        t ? dp_device_str(t->device, dev) : "nothing");
+    const dp_backend *b = dp_backend_for(t->device);
+    if (!b) return -1;
+    int i = t->device.index;
+    void *side = b->side_stream(i), *e = NULL;
+    if (!side) return -1;
+    int rc = b->event_record(i, NULL, &e);
+    if (rc == 0) rc = b->stream_wait_event(i, side, e);
+    if (e) b->event_release(i, e);
+    if (rc == 0) rc = b->record_stream(i, dp_data(t), side);
     return rc;
 }
 

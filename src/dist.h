@@ -36,7 +36,8 @@ const char *dp_dist_backend_name(int backend);
 int dp_dist_destroy(void);
 
 /* Collectives: every rank calls them in the same order with tensors of the same shape and
- * dtype (the mpi backend takes CPU tensors, nccl CUDA tensors). */
+ * dtype (the mpi backend takes CPU and CUDA tensors, the latter staged through pinned host
+ * memory; nccl takes CUDA tensors). */
 int dp_dist_all_reduce(dp_tensor *t, dp_dist_op op);
 int dp_dist_broadcast(dp_tensor *t, int src);
 /* outs: world_size tensors shaped like t; outs[r] receives rank r's t. */
@@ -74,6 +75,14 @@ int dp_reducer_bucket_count(const dp_reducer *r);
  * writes at most max of them. */
 int dp_reducer_bucket(const dp_reducer *r, int b, int *idx, int max);
 void dp_reducer_get_stats(const dp_reducer *r, dp_reducer_stats *out);
+
+/* ---- debugging the CUDA side of the reducer (the specs' view of it) */
+/* How many times the calling thread has waited for a CUDA device (0 without CUDA). */
+int64_t dp_dist_cuda_host_syncs(void);
+/* Queues work on t's device's side stream (behind the compute stream) and marks t's block as
+ * used by it (record_stream), as the reducer does with its buckets.  t must own its block
+ * (a fresh CUDA tensor). */
+int dp_dist_debug_side_stream_use(dp_tensor *t);
 
 #ifdef __cplusplus
 }

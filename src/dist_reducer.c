@@ -2,7 +2,18 @@
  * into buckets in reverse order, the engine's grad-ready hook copies each gradient into its
  * bucket during backward, a full bucket's average is started through the group's
  * collective interface while the rest of backward runs, and the last gradient waits for
- * them all and writes the averages back into .grad before backward returns. */
+ * them all and writes the averages back into .grad before backward returns.
+ *
+ * CUDA models.  The thread running backward never waits for the device.  With nccl, a
+ * bucket's all-reduce is queued on NCCL's stream behind an event of the compute stream
+ * (dist_nccl.c), and the write-back waits on the compute stream for NCCL's.  With mpi, a
+ * communication thread owns each bucket's host side: on the device's side stream it waits
+ * for the bucket's event, copies the bucket into pinned host memory, waits for that copy,
+ * all-reduces it over MPI and queues the copy back; the last gradient's hook waits for the
+ * thread to be done with every bucket (a wait for MPI, not for the device) and makes the
+ * compute stream wait for the side stream.  The bucket buffers are marked as used by the
+ * other stream (record_stream), so that freeing them after a failure cannot hand them to
+ * new tensors while that stream still works on them. */
 #include "dist_comm.h"
 #include "internal.h"
 
@@ -29,6 +40,8 @@ typedef struct {
     int n_params;
     int pending;               /* parameters not ready in this pass */
     bool launched;
+    void *host;                /* mpi on CUDA: the pinned host copy the collective runs on */
+    void *ready;               /* mpi on CUDA: event of the compute stream, its gradients are in */
     void *work;                /* the backend's started average, until it is waited for */
 } dp_bucket;
 
@@ -49,7 +62,19 @@ struct dp_reducer {
     char err[512];
     dp_reducer_stats stats;
     pthread_mutex_t lock;
+    struct {                   /* mpi on CUDA: the communication thread */
+        bool started, stop;
+        pthread_t thread;
+        pthread_mutex_t mu;
+        pthread_cond_t cv;     /* a bucket was queued or done, or stop */
+        int queued, done;      /* buckets of this pass handed to it, and finished by it */
+        bool failed;
+        char err[512];
+        void *stream;          /* the device's side stream */
+    } worker;
 };
+
+static bool staged(const dp_reducer *r) { return r->buckets && r->n_buckets > 0 && r->buckets[0].host; }
 
 static void reducer_fail(dp_reducer *r, const char *msg) {
     if (r->failed) return;
@@ -68,8 +93,11 @@ static void reducer_reset(dp_reducer *r) {
     r->n_ready = 0;
 }
 
+static void worker_stop(dp_reducer *r);
+
 void dp_reducer_free(dp_reducer *r) {
     if (!r) return;
+    worker_stop(r);
     for (int i = 0; i < r->n; i++) {
         dp_reducer_slot *s = &r->slots[i];
         if (s->param) {
@@ -80,15 +108,135 @@ void dp_reducer_free(dp_reducer *r) {
     }
     for (int b = 0; b < r->n_buckets; b++) {
         dp_tensor_release(r->buckets[b].buffer);
+        dp_pinned_free(r->buckets[b].host);
         free(r->buckets[b].params);
     }
     free(r->slots);
     free(r->buckets);
     pthread_mutex_destroy(&r->lock);
+    pthread_mutex_destroy(&r->worker.mu);
+    pthread_cond_destroy(&r->worker.cv);
     free(r);
 }
 
 static void reducer_hook(void *ctx, dp_tensor *leaf);
+
+/* ------------------------------------------------------------------ the communication thread */
+
+static const dp_device host_device = { DP_DEVICE_CPU, 0 };
+
+static void bucket_where(const dp_reducer *r, int b, char *buf, size_t n) {
+    snprintf(buf, n, "the gradient all-reduce of bucket %d of %d in backward pass %lld "
+             "(nn.DistributedDataParallel)", b + 1, r->n_buckets, (long long)r->stats.passes + 1);
+}
+
+/* One bucket's host side, on the communication thread: device -> pinned memory on the side
+ * stream once the compute stream has the gradients in, the MPI average, and the copy back
+ * queued on the side stream. */
+static int worker_bucket(dp_reducer *r, int i) {
+    dp_bucket *b = &r->buckets[i];
+    const dp_backend *be = dp_backend_for(r->device);
+    int dev = r->device.index;
+    size_t bytes = (size_t)b->numel * dp_dtype_size(b->dtype);
+    void *copied = NULL, *work = NULL;
+    int rc = be->stream_wait_event(dev, r->worker.stream, b->ready);
+    be->event_release(dev, b->ready);
+    b->ready = NULL;
+    if (rc == 0) rc = be->copy_async(dev, r->worker.stream, b->host, dp_data(b->buffer), bytes, false);
+    if (rc == 0) rc = be->event_record(dev, r->worker.stream, &copied);
+    if (rc == 0) rc = be->event_synchronize(dev, copied);
+    if (copied) be->event_release(dev, copied);
+    if (rc != 0) return -1;
+    char where[160];
+    bucket_where(r, i, where, sizeof where);
+    pthread_mutex_lock(&dp_group.lock);
+    rc = r->comm->average_start(b->host, b->numel, b->dtype, host_device, &work, &r->divide_by);
+    if (rc == 0) rc = r->comm->wait(work, host_device, where);
+    pthread_mutex_unlock(&dp_group.lock);
+    if (rc == 0) rc = be->copy_async(dev, r->worker.stream, dp_data(b->buffer), b->host, bytes, true);
+    return rc;
+}
+
+static void *worker_main(void *arg) {
+    dp_reducer *r = arg;
+    pthread_mutex_lock(&r->worker.mu);
+    for (;;) {
+        while (!r->worker.stop && r->worker.done == r->worker.queued) pthread_cond_wait(&r->worker.cv, &r->worker.mu);
+        if (r->worker.done == r->worker.queued) break;   /* stop, and nothing left */
+        int i = r->worker.done;
+        bool skip = r->worker.failed;   /* after a failure the pass is lost: only free the events */
+        pthread_mutex_unlock(&r->worker.mu);
+        int rc = 0;
+        if (skip) {
+            dp_backend_for(r->device)->event_release(r->device.index, r->buckets[i].ready);
+            r->buckets[i].ready = NULL;
+        } else {
+            rc = worker_bucket(r, i);
+        }
+        pthread_mutex_lock(&r->worker.mu);
+        if (rc != 0 && !r->worker.failed) {
+            r->worker.failed = true;
+            snprintf(r->worker.err, sizeof r->worker.err, "%s", dp_last_error());
+        }
+        r->worker.done++;
+        pthread_cond_broadcast(&r->worker.cv);
+    }
+    pthread_mutex_unlock(&r->worker.mu);
+    return NULL;
+}
+
+static int worker_start(dp_reducer *r) {
+    const dp_backend *be = dp_backend_for(r->device);
+    if (!be || !be->side_stream || !be->event_record || !be->copy_async)
+        return dp_error("nn.DistributedDataParallel: the backend of %s cannot stage buckets for mpi",
+                        be ? be->name : "this device");
+    r->worker.stream = be->side_stream(r->device.index);
+    if (!r->worker.stream) return -1;
+    for (int b = 0; b < r->n_buckets; b++)
+        if (be->record_stream(r->device.index, dp_data(r->buckets[b].buffer), r->worker.stream) != 0) return -1;
+    if (pthread_create(&r->worker.thread, NULL, worker_main, r) != 0)
+        return dp_error("nn.DistributedDataParallel: cannot start the communication thread");
+    r->worker.started = true;
+    return 0;
+}
+
+/* Lets the thread finish what it was given, then joins it; the compute stream then waits
+ * for the side stream, so the staging buffers are freed behind the last copy. */
+static void worker_stop(dp_reducer *r) {
+    if (!r->worker.started) return;
+    pthread_mutex_lock(&r->worker.mu);
+    r->worker.stop = true;
+    pthread_cond_broadcast(&r->worker.cv);
+    pthread_mutex_unlock(&r->worker.mu);
+    pthread_join(r->worker.thread, NULL);
+    r->worker.started = false;
+    const dp_backend *be = dp_backend_for(r->device);
+    void *e = NULL;
+    if (be->event_record(r->device.index, r->worker.stream, &e) == 0) {
+        if (be->stream_wait_event(r->device.index, NULL, e) != 0) be->synchronize(r->device);
+        be->event_release(r->device.index, e);
+    } else {
+        be->synchronize(r->device);
+    }
+}
+
+/* The hook of the last gradient: waits until the thread has done every bucket, then the
+ * compute stream waits for the side stream's copies back. */
+static int worker_finish(dp_reducer *r) {
+    pthread_mutex_lock(&r->worker.mu);
+    while (r->worker.done < r->worker.queued) pthread_cond_wait(&r->worker.cv, &r->worker.mu);
+    bool failed = r->worker.failed;
+    r->worker.queued = r->worker.done = 0;
+    r->worker.failed = false;
+    pthread_mutex_unlock(&r->worker.mu);
+    if (failed) return dp_error("%s", r->worker.err);
+    const dp_backend *be = dp_backend_for(r->device);
+    void *e = NULL;
+    int rc = be->event_record(r->device.index, r->worker.stream, &e);
+    if (rc == 0) rc = be->stream_wait_event(r->device.index, NULL, e);
+    if (e) be->event_release(r->device.index, e);
+    return rc;
+}
 
 #define REQUIRE(cond, ...) do { if (!(cond)) { dp_error(__VA_ARGS__); goto fail; } } while (0)
 
@@ -103,6 +251,8 @@ dp_reducer *dp_reducer_new(int n, dp_tensor *const *params, const char *const *n
     dp_reducer *r = calloc(1, sizeof *r);
     if (!r) { dp_error("nn.DistributedDataParallel: out of memory"); return NULL; }
     pthread_mutex_init(&r->lock, NULL);
+    pthread_mutex_init(&r->worker.mu, NULL);
+    pthread_cond_init(&r->worker.cv, NULL);
     r->n = n;
     r->backend = dp_group.backend;
     r->comm = dp_group.comm;
@@ -131,9 +281,6 @@ dp_reducer *dp_reducer_new(int n, dp_tensor *const *params, const char *const *n
         REQUIRE(dp_device_eq(p->device, r->device),
                  "nn.DistributedDataParallel: parameters must all be on one device, found %s (%s) and %s (%s)",
                  dp_device_str(r->device, d1), r->slots[0].name, dp_device_str(p->device, d2), name);
-        REQUIRE(dp_group.backend != DP_DIST_MPI || p->device.type == DP_DEVICE_CPU,
-                 "nn.DistributedDataParallel: the mpi backend takes CPU tensors, but %s is on %s "
-                 "(use init_process_group{backend='nccl'} for CUDA models)", name, dp_device_str(p->device, d1));
         REQUIRE(dp_group.backend != DP_DIST_NCCL || p->device.type == DP_DEVICE_CUDA,
                  "nn.DistributedDataParallel: the nccl backend takes CUDA tensors, but %s is on %s "
                  "(move the model to its GPU first, or use backend='mpi')", name, dp_device_str(p->device, d1));
@@ -169,7 +316,12 @@ dp_reducer *dp_reducer_new(int n, dp_tensor *const *params, const char *const *n
         int64_t sz = r->buckets[b].numel;
         r->buckets[b].buffer = dp_zeros(1, &sz, r->buckets[b].dtype, r->device);
         if (!r->buckets[b].buffer) goto fail;
+        /* mpi moves host bytes: one pinned staging buffer per bucket, reused every pass */
+        if (r->backend == DP_DIST_MPI && r->device.type != DP_DEVICE_CPU &&
+            !(r->buckets[b].host = dp_pinned_alloc((size_t)sz * dp_dtype_size(r->buckets[b].dtype))))
+            goto fail;
     }
+    if (staged(r) && worker_start(r) != 0) goto fail;
     reducer_reset(r);
     for (int i = 0; i < n; i++) dp_set_grad_ready_hook(r->slots[i].param, reducer_hook, &r->slots[i]);
     return r;
@@ -180,9 +332,21 @@ fail:
 
 /* Starts bucket b's average (caller holds r->lock). */
 static int bucket_launch(dp_reducer *r, dp_bucket *b) {
-    pthread_mutex_lock(&dp_group.lock);
-    int rc = r->comm->average_start(dp_data(b->buffer), b->numel, b->dtype, r->device, &b->work, &r->divide_by);
-    pthread_mutex_unlock(&dp_group.lock);
+    int rc;
+    if (staged(r)) {
+        /* an event behind the gradients' copies in, and the bucket goes to the thread */
+        rc = dp_backend_for(r->device)->event_record(r->device.index, NULL, &b->ready);
+        if (rc == 0) {
+            pthread_mutex_lock(&r->worker.mu);
+            r->worker.queued++;
+            pthread_cond_broadcast(&r->worker.cv);
+            pthread_mutex_unlock(&r->worker.mu);
+        }
+    } else {
+        pthread_mutex_lock(&dp_group.lock);
+        rc = r->comm->average_start(dp_data(b->buffer), b->numel, b->dtype, r->device, &b->work, &r->divide_by);
+        pthread_mutex_unlock(&dp_group.lock);
+    }
     if (rc == 0) {
         b->launched = true;
         r->stats.allreduces++;
@@ -195,7 +359,7 @@ static int bucket_launch(dp_reducer *r, dp_bucket *b) {
 /* Lets started averages progress while backward goes on (MPI progresses only inside its
  * calls). */
 static void buckets_progress(dp_reducer *r) {
-    if (!r->comm->progress) return;
+    if (!r->comm->progress || staged(r)) return;
     pthread_mutex_lock(&dp_group.lock);
     for (int b = 0; b < r->next_launch; b++)
         if (r->buckets[b].work) r->comm->progress(r->buckets[b].work);
@@ -272,15 +436,18 @@ static int slot_copy_out(dp_reducer *r, dp_reducer_slot *s, int64_t divide_by) {
 /* All buckets are started: waits for them and writes the averages back. */
 static int reducer_finish(dp_reducer *r) {
     int rc = 0;
-    pthread_mutex_lock(&dp_group.lock);
-    for (int b = 0; b < r->n_buckets && rc == 0; b++) {
-        char where[160];
-        snprintf(where, sizeof where, "the gradient all-reduce of bucket %d of %d in backward pass %lld "
-                 "(nn.DistributedDataParallel)", b + 1, r->n_buckets, (long long)r->stats.passes + 1);
-        rc = r->comm->wait(r->buckets[b].work, r->device, where);
-        if (rc == 0) r->buckets[b].work = NULL;
+    if (staged(r)) {
+        rc = worker_finish(r);
+    } else {
+        pthread_mutex_lock(&dp_group.lock);
+        for (int b = 0; b < r->n_buckets && rc == 0; b++) {
+            char where[160];
+            bucket_where(r, b, where, sizeof where);
+            rc = r->comm->wait(r->buckets[b].work, r->device, where);
+            if (rc == 0) r->buckets[b].work = NULL;
+        }
+        pthread_mutex_unlock(&dp_group.lock);
     }
-    pthread_mutex_unlock(&dp_group.lock);
     for (int i = 0; i < r->n && rc == 0; i++) rc = slot_copy_out(r, &r->slots[i], r->divide_by);
     if (rc == 0) r->stats.passes++;
     return rc;

@@ -140,4 +140,11 @@ function dist.barrier() call(C.barrier) end
 -- Frees the process group; MPI itself is finalised when the program exits.
 function dist.destroy_process_group() call(C.destroy) end
 
+-- Debugging (the specs' view of DistributedDataParallel on CUDA), not part of the API:
+-- how many times this thread has waited for a CUDA device (stream, event and device
+-- synchronisations, blocking copies); backward with DDP on CUDA makes none.
+function dist._cuda_host_syncs() return C.cuda_host_syncs() end
+-- Queues work on t's device's side stream and marks t's memory as used by it (record_stream).
+function dist._side_stream_use(t) call(C.side_stream_use, t) end
+
 return dist

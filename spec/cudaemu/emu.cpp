@@ -751,6 +751,23 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
     return e->stream->finished >= e->mark ? cudaSuccess : cudaErrorNotReady;
 }
 
+/* Runs the recorded stream up to the event. */
+cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+    if (!e) return fail(cudaErrorInvalidResourceHandle);
+    if (e->stream) drain(e->stream, e->mark);
+    return cudaSuccess;
+}
+
+/* Emulated GPU d sits at bus d + 1, alike in every process: two processes on one device
+ * index share "a GPU", as they would on one machine. */
+cudaError_t cudaDeviceGetPCIBusId(char *pci_bus_id, int len, int device)
+{
+    if (device < 0 || device >= n_devices()) return fail(cudaErrorInvalidDevice);
+    snprintf(pci_bus_id, (size_t)len, "0000:%02x:00.0", device + 1);
+    return cudaSuccess;
+}
+
 cudaError_t cudaEventDestroy(cudaEvent_t e)
 {
     delete e;

@@ -105,6 +105,8 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags);
 cudaError_t cudaEventQuery(cudaEvent_t e);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaDeviceGetPCIBusId(char *pci_bus_id, int len, int device);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer);
 cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags);

@@ -4,17 +4,20 @@
 --   steps      rank 1 makes fewer all_reduce calls than the others
 --   backward   rank 1 never calls backward; the others wait in DDP's gradient all-reduce
 --   linger     rank 1 destroys its group, then keeps running for a while before exiting
+--   backward_cuda  as backward, with the model on cuda:0 (the emulated GPU: the all-reduce
+--              waits on DDP's communication thread)
 local dist = require 'torch.distributed'
 local mode = arg[1] or 'steps'
 dist.init_process_group { backend = 'mpi' }
 local rank = dist.get_rank()
 
-if mode == 'backward' then
-  local ddp = nn.DistributedDataParallel(nn.Linear(4, 2))
-  local out = ddp(torch.ones(3, 4)):sum()
+if mode == 'backward' or mode == 'backward_cuda' then
+  local dev = mode == 'backward_cuda' and 'cuda:0' or 'cpu'
+  local ddp = nn.DistributedDataParallel(nn.Linear(4, 2):to(dev))
+  local out = ddp(torch.ones(3, 4, { device = dev })):sum()
   if rank ~= 1 then
     out:backward()
-    ddp(torch.ones(3, 4))   -- the failed reduction is raised at the next forward
+    ddp(torch.ones(3, 4, { device = dev }))   -- the failed reduction is raised at the next forward
     print('rank ' .. rank .. ' should not get here')
   end
   dist.destroy_process_group()
