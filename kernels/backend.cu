@@ -568,7 +568,10 @@ static int cuda_copy_h2d(dp_device dev, void *dst, const void *src, size_t nbyte
     if (!nbytes) return 0;
     CUDA_STREAM_OF(dev, s);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, s));
-    if (!non_blocking) CUDA_CHECK(cudaStreamSynchronize(s));
+    if (!non_blocking) {
+        CUDA_CHECK(cudaStreamSynchronize(s));
+        return dp_cuda_index_errors(dev.index);
+    }
     return 0;
 }
 
@@ -578,7 +581,7 @@ static int cuda_copy_d2h(dp_device dev, void *dst, const void *src, size_t nbyte
     CUDA_STREAM_OF(dev, s);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
-    return 0;
+    return dp_cuda_index_errors(dev.index);
 }
 
 /* Makes stream `waiter` wait for the work queued so far on `other`, a stream of GPU
@@ -635,7 +638,7 @@ static int cuda_synchronize(dp_device dev)
 {
     CUDA_STREAM_OF(dev, s);
     CUDA_CHECK(cudaStreamSynchronize(s));
-    return 0;
+    return dp_cuda_index_errors(dev.index);
 }
 
 /* ---------------------------------------------------------------- the backend */
@@ -685,6 +688,8 @@ static const dp_backend g_cuda_backend = {
     /* adadelta_step        */ dp_cuda_adadelta_step,
     /* gather_offsets       */ dp_cuda_gather_offsets,
     /* scatter_offsets      */ dp_cuda_scatter_offsets,
+    /* device-side index checks */
+    /* check_indices        */ dp_cuda_check_indices,
 };
 
 extern "C" const dp_backend *dp_cuda_backend_init(const dp_backend_host *host, int *device_count, char *err,

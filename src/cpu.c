@@ -530,4 +530,5 @@ const dp_backend dp_cpu_backend = {
     .adadelta_step = cpu_adadelta_step,
     .gather_offsets = dp_cpu_gather_offsets,
     .scatter_offsets = dp_cpu_scatter_offsets,
+    .check_indices = NULL,   /* the engine checks CPU indices as it reads them */
 };

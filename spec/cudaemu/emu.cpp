@@ -406,13 +406,13 @@ void run_block_direct(unsigned int nthreads)
 
 /* ---------------------------------------------------------------- stream queues */
 
-/* DPLUA_EMU_SYNC=1: every operation runs when it is issued.  Otherwise work waits in its
+/* DPLUA_EMU_SYNC=1 (or CUDA_LAUNCH_BLOCKING=1): every operation runs when it is issued.  Otherwise work waits in its
  * stream's queue until something waits for it (a stream or device synchronisation, an
  * event wait that reaches it, a copy into pageable host memory, cudaFree): the latest
  * schedule CUDA allows, so a missing wait shows as stale data. */
 bool sync_mode()
 {
-    static bool s = env_int("DPLUA_EMU_SYNC", 0) != 0;
+    static bool s = env_int("DPLUA_EMU_SYNC", 0) != 0 || env_int("CUDA_LAUNCH_BLOCKING", 0) != 0;
     return s;
 }
 
