@@ -238,7 +238,7 @@ dp_tensor *dp_index_select(dp_tensor *t, int dim, dp_tensor *index)
     }
     int64_t n = dp_numel(index), len = t->sizes[dim];
     char msg[200];
-    snprintf(msg, sizeof msg, "index_select: index %%lld at position %%lld is out of range for dimension %d with size %lld",
+    snprintf(msg, sizeof msg, "index_select: index %%lld (at position %%lld) is out of range for dimension %d with size %lld",
              dim + 1, (long long)len);
     const dp_backend *be = dp_backend_for(t->device);
     dp_tensor *idx;

@@ -80,8 +80,8 @@ dp_tensor *dp_nll_loss(dp_tensor *input, dp_tensor *target, dp_reduction red)
     const dp_backend *be = dp_backend_for(input->device);
     bool on_device = be && be->check_indices;
     char msg[160];
-    snprintf(msg, sizeof msg, "%starget %%lld at position %%lld is out of bounds: class indices must be between 1 and %lld",
-             on_device ? "nll_loss: " : "", (long long)C);
+    snprintf(msg, sizeof msg, "%starget %%lld at position %%lld is out of bounds: class indices must be between 1 and %lld%s",
+             on_device ? "nll_loss: " : "", (long long)C, on_device ? " (dplua counts classes from 1)" : "");
     /* range-check the targets: on the host, or (CUDA) on the device, reported at the next
      * synchronisation, so that the stream does not stall on every loss */
     if (!on_device) {

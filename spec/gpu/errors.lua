@@ -55,17 +55,25 @@ G.expect('an index out of range on the device, reported at the next synchronisat
   local x = torch.randn(5, 3):to('cuda:0')
   local y = x:index_select(1, torch.tensor({ 1, 9, 0 }):to('cuda:0'))   -- no error yet
   raises(function() return y:sum():item() end,
-    'index_select: index 9 at position 2 is out of range for dimension 1 with size 5',
+    'index_select: index 9 (at position 2) is out of range for dimension 1 with size 5',
     '(reported at the next synchronisation; CUDA_LAUNCH_BLOCKING=1 reports it at the op)')
   assert(still_works(), 'the device works after the report')
   x:index_select(2, torch.tensor({ 4 }):to('cuda:0'))
-  raises(function() torch.cuda.synchronize() end, 'index 4 at position 1 is out of range for dimension 2 with size 3')
+  raises(function() torch.cuda.synchronize() end, 'index 4 (at position 1) is out of range for dimension 2 with size 3')
   x:index_select(1, torch.tensor({ 2, 6 }):to('cuda:0'))
-  raises(function() return x:tolist() end, 'index 6 at position 2')
+  raises(function() return x:tolist() end, 'index 6 (at position 2)')
   x:index_select(1, torch.tensor({ -1 }):to('cuda:0'))
-  raises(function() return x:cpu() end, 'index -1 at position 1')
+  raises(function() return x:cpu() end, 'index -1 (at position 1)')
   -- indices from the host are still checked at the op
   raises(function() return x:index_select(1, { 1, 9 }) end, 'index 9 (at position 2) is out of range')
+  return still_works()
+end)
+
+G.expect('an embedding lookup out of range on the device, reported at the next synchronisation', function()
+  local emb = nn.Embedding(6, 3):to('cuda:0')
+  local out = emb:forward(torch.tensor({ { 1, 2 }, { 7, 3 } }):to('cuda:0'))
+  raises(function() return out:sum():item() end, 'index 7 (at position 3) is out of range for dimension 1 with size 6',
+    'reported at the next synchronisation')
   return still_works()
 end)
 
@@ -74,7 +82,7 @@ G.expect('a class target out of range on the device, reported at the next synchr
   local t = torch.tensor({ 1, 7, 2 }):to('cuda:0')
   local l = torch.nn.functional.cross_entropy(logits, t)
   raises(function() return l:item() end,
-    'nll_loss: target 7 at position 2 is out of bounds: class indices must be between 1 and 4',
+    'nll_loss: target 7 at position 2 is out of bounds: class indices must be between 1 and 4 (dplua counts classes from 1)',
     'reported at the next synchronisation')
   local l2 = torch.nn.functional.nll_loss(logits:log_softmax(2), torch.tensor({ 4, 1, 5 }):to('cuda:0'), { reduction = 'none' })
   raises(function() return l2:tolist() end, 'target 5 at position 3')
