@@ -26,7 +26,7 @@ static inline const char *dp_cuda_fault_note(cudaError_t e)
     case cudaErrorIllegalAddress: case cudaErrorAssert: case cudaErrorIllegalInstruction:
     case cudaErrorLaunchFailure:
         return "; a CUDA kernel failed (reported at a later call; CUDA_LAUNCH_BLOCKING=1 reports it at the "
-               "kernel) and this process cannot use the GPU any more";
+               "kernel) and this process cannot use that GPU any more";
     default: return "";
     }
 }

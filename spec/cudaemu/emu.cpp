@@ -174,13 +174,9 @@ cudaError_t sticky(int device)
     return (cudaError_t)g_sticky[device].load();
 }
 
-/* the device's sticky error (also made the last error), or cudaSuccess */
-cudaError_t check_sticky(int device)
-{
-    cudaError_t e = sticky(device);
-    if (e) t_last = e;
-    return e;
-}
+/* the device's sticky error, or cudaSuccess (cudaGetLastError returns it while the device
+ * is current, so it is not stored as the thread's last error: another device stays clean) */
+cudaError_t check_sticky(int device) { return sticky(device); }
 
 /* ---------------------------------------------------------------- fibers */
 
@@ -729,7 +725,15 @@ void execute(const cfg &c, int device, const void *key, const char *name, void (
         j.known = it == g_kernel_uses_barrier.end() ? -1 : it->second ? 1 : 0;
     }
     uint64_t launch = g_launches.fetch_add(1);
-    if (j.known.load() < 0) {   /* block 0 alone first: it tells whether barriers are used */
+    static const char *inject = getenv("DPLUA_EMU_FAULT");
+    static std::atomic<bool> injected{ false };
+    if (inject && *inject && strstr(name, inject) && !injected.exchange(true)) {
+        /* a test of what a fault does to the library above: the kernel does not run */
+        j.faulted = true;
+        j.fault.err = cudaErrorIllegalAddress;
+        snprintf(j.fault.msg, sizeof j.fault.msg, "kernel %s: a fault injected by DPLUA_EMU_FAULT", name);
+        j.next = j.total;
+    } else if (j.known.load() < 0) {   /* block 0 alone first: it tells whether barriers are used */
         j.total = 1;
         work(j);
         if (!j.faulted) {
@@ -740,7 +744,7 @@ void execute(const cfg &c, int device, const void *key, const char *name, void (
         j.total = (uint64_t)c.grid.x * c.grid.y * c.grid.z;
         j.next = j.faulted ? j.total : 1;
     }
-    if (j.next.load() < j.total) {
+    if (!j.faulted && j.next.load() < j.total) {
         uint64_t from = j.next.load(), n = j.total - from;
         if (j.total <= ((uint64_t)1 << 26)) {   /* Fisher-Yates over blocks from..total-1 */
             j.order.resize(j.total);
