@@ -168,7 +168,13 @@ $(EMU)/emu.o: spec/cudaemu/emu.cpp $(EMU_DEPS)
 	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
 $(EMU)/libdplua_cuda.so: $(EMU_OBJ)
 	$(CXX) -shared -o $@ $^ -lpthread
-cuda-emu: $(EMU)/libdplua_cuda.so
+# kernels with the bugs the emulation must catch (spec/cudaemu/run runs it)
+$(EMU)/selftest.cpp: spec/cudaemu/selftest.cu spec/cudaemu/launch.sed
+	@mkdir -p $(dir $@)
+	{ echo '#line 1 "$<"'; sed -E -f spec/cudaemu/launch.sed $<; } > $@
+$(EMU)/selftest: $(EMU)/selftest.cpp $(EMU)/emu.o $(EMU_DEPS)
+	$(CXX) $(EMU_CXXFLAGS) -o $@ $< $(EMU)/emu.o -lpthread
+cuda-emu: $(EMU)/libdplua_cuda.so $(EMU)/selftest
 
 # ------------------------------------------------------------------ set-up, tests, examples
 # what building and running need; the specs also need SPEC_PKGS (PyTorch and NumPy are the

@@ -730,7 +730,10 @@ static int cuda_copy_h2d(dp_device dev, void *dst, const void *src, size_t nbyte
     if (!nbytes) return 0;
     CUDA_STREAM_OF(dev, s);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, s));
-    if (!non_blocking) CUDA_CHECK(host_wait_stream(s));
+    if (!non_blocking) {
+        CUDA_CHECK(host_wait_stream(s));
+        return dp_cuda_index_errors(dev.index);
+    }
     return 0;
 }
 
@@ -740,7 +743,7 @@ static int cuda_copy_d2h(dp_device dev, void *dst, const void *src, size_t nbyte
     CUDA_STREAM_OF(dev, s);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(host_wait_stream(s));
-    return 0;
+    return dp_cuda_index_errors(dev.index);
 }
 
 /* Makes stream `waiter` wait for the work queued so far on `other`, a stream of device od
@@ -798,7 +801,7 @@ static int cuda_synchronize(dp_device dev)
 {
     CUDA_STREAM_OF(dev, s);
     CUDA_CHECK(host_wait_stream(s));
-    return 0;
+    return dp_cuda_index_errors(dev.index);
 }
 
 /* ---------------------------------------------------------------- the side stream and events */
@@ -938,6 +941,8 @@ static const dp_backend g_cuda_backend = {
     /* copy_async           */ cuda_copy_async,
     /* record_stream        */ cuda_record_stream,
     /* host_syncs           */ cuda_host_syncs,
+    /* device-side index checks */
+    /* check_indices        */ dp_cuda_check_indices,
 };
 
 extern "C" const dp_backend *dp_cuda_backend_init(const dp_backend_host *host, int *device_count, char *err,

@@ -19,6 +19,19 @@
 
 /* ---------------------------------------------------------------- errors */
 
+/* What follows the message of an error that a kernel fault leaves behind: it is reported
+ * by a later call than the one that failed, and the CUDA context stays unusable. */
+static inline const char *dp_cuda_fault_note(cudaError_t e)
+{
+    switch (e) {
+    case cudaErrorIllegalAddress: case cudaErrorAssert: case cudaErrorIllegalInstruction:
+    case cudaErrorLaunchFailure:
+        return "; a CUDA kernel failed (reported at a later call; CUDA_LAUNCH_BLOCKING=1 reports it at the "
+               "kernel) and this process cannot use that GPU any more";
+    default: return "";
+    }
+}
+
 /* Evaluates a cudaError_t expression; on failure sets the message (with file and line)
  * and returns -1 from the enclosing function. */
 #define CUDA_CHECK(expr)                                                                   \
@@ -26,8 +39,8 @@
         cudaError_t err_ = (expr);                                                         \
         if (err_ != cudaSuccess) {                                                         \
             (void)cudaGetLastError();                                                      \
-            return dp_cuda_error("CUDA error at %s:%d: %s (%s)", __FILE__, __LINE__,     \
-                                 cudaGetErrorString(err_), #expr);                         \
+            return dp_cuda_error("CUDA error at %s:%d: %s (%s)%s", __FILE__, __LINE__,   \
+                                 cudaGetErrorString(err_), #expr, dp_cuda_fault_note(err_)); \
         }                                                                                  \
     } while (0)
 
@@ -36,8 +49,8 @@
     do {                                                                                   \
         cudaError_t err_ = cudaGetLastError();                                             \
         if (err_ != cudaSuccess)                                                           \
-            return dp_cuda_error("CUDA error launching %s at %s:%d: %s", (name), __FILE__, \
-                                 __LINE__, cudaGetErrorString(err_));                      \
+            return dp_cuda_error("CUDA error launching %s at %s:%d: %s%s", (name), __FILE__, \
+                                 __LINE__, cudaGetErrorString(err_), dp_cuda_fault_note(err_)); \
     } while (0)
 
 /* Selects the physical GPU of a (virtual) device on this thread and yields its stream;

@@ -94,6 +94,11 @@ DP_CUDA_INTERNAL int dp_cuda_index_add(const dp_view *grad_in, int dim, const dp
 DP_CUDA_INTERNAL int dp_cuda_gather_offsets(const dp_view *out, const dp_view *base, const dp_view *offs);
 DP_CUDA_INTERNAL int dp_cuda_scatter_offsets(const dp_view *base, const dp_view *offs, const dp_view *src, int mode);
 
+/* ---- index_check.cu: device-side index checks (dp_backend.check_indices), reported by
+ * dp_cuda_index_errors at the device's next synchronisation (after its stream has run) */
+DP_CUDA_INTERNAL int dp_cuda_check_indices(const dp_view *idx, int64_t limit, const char *msg);
+DP_CUDA_INTERNAL int dp_cuda_index_errors(int index);
+
 /* ---- random.cu */
 DP_CUDA_INTERNAL int dp_cuda_random(int dist, const dp_view *out, uint64_t seed, uint64_t offset,
                                     double a, double b);

@@ -1,7 +1,9 @@
 /* index.cu: index_select (gather along a dim) and index_add (its backward: scatter-add
- * along a dim, with atomics since indices may repeat).  Indices are int64, 0-based and
- * already range-checked by the engine.  The element index along dim comes from a third
- * synthetic operand whose only stride is 1 at dim. */
+ * along a dim, with atomics since indices may repeat).  Indices are int64 and 0-based; the
+ * engine range-checks them on the device (index_check.cu) and reports a bad one at the
+ * next synchronisation, so these kernels skip indices outside [0, limit) rather than read
+ * or write out of bounds.  The element index along dim comes from a third synthetic
+ * operand whose only stride is 1 at dim. */
 #include <string.h>
 
 #include "common.cuh"
@@ -19,12 +21,13 @@ static int64_t index_offsets(dp_offsets<3> *o, bool *contig, const dp_view *shap
 
 template <typename T>
 static __global__ void index_select_kernel(dp_offsets<3> oc, int64_t n, T *out, const T *in, int64_t in_dim_stride,
-                                           const int64_t *idx, int64_t idx_stride)
+                                           const int64_t *idx, int64_t idx_stride, int64_t limit)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t off[3];
         oc.get(i, off);
-        out[off[0]] = in[off[1] + idx[off[2] * idx_stride] * in_dim_stride];
+        int64_t v = idx[off[2] * idx_stride];
+        out[off[0]] = v >= 0 && v < limit ? in[off[1] + v * in_dim_stride] : (T)0;
     }
 }
 
@@ -42,12 +45,13 @@ __device__ __forceinline__ void atomic_add(bool *p, bool v)
 
 template <typename T>
 static __global__ void index_add_kernel(dp_offsets<3> oc, int64_t n, const T *src, T *gin, int64_t gin_dim_stride,
-                                        const int64_t *idx, int64_t idx_stride)
+                                        const int64_t *idx, int64_t idx_stride, int64_t limit)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t off[3];
         oc.get(i, off);
-        atomic_add(gin + off[1] + idx[off[2] * idx_stride] * gin_dim_stride, src[off[0]]);
+        int64_t v = idx[off[2] * idx_stride];
+        if (v >= 0 && v < limit) atomic_add(gin + off[1] + v * gin_dim_stride, src[off[0]]);
     }
 }
 
@@ -74,9 +78,9 @@ struct DP_HIDDEN index_launch {
         CUDA_STREAM_OF(iterated->device, s);
         unsigned g = dp_grid_for(n, DP_THREADS);
         const int64_t *ix = (const int64_t *)idx->data;
-        int64_t xs = idx->ndim ? idx->strides[0] : 0, ds = indexed->strides[dim];
-        if (add) index_add_kernel<T><<<g, DP_THREADS, 0, s>>>(oc, n, (const T *)iterated->data, (T *)indexed->data, ds, ix, xs);
-        else index_select_kernel<T><<<g, DP_THREADS, 0, s>>>(oc, n, (T *)iterated->data, (const T *)indexed->data, ds, ix, xs);
+        int64_t xs = idx->ndim ? idx->strides[0] : 0, ds = indexed->strides[dim], lim = indexed->sizes[dim];
+        if (add) index_add_kernel<T><<<g, DP_THREADS, 0, s>>>(oc, n, (const T *)iterated->data, (T *)indexed->data, ds, ix, xs, lim);
+        else index_select_kernel<T><<<g, DP_THREADS, 0, s>>>(oc, n, (T *)iterated->data, (const T *)indexed->data, ds, ix, xs, lim);
         CUDA_CHECK_LAUNCH(add ? "index_add" : "index_select");
         return 0;
     }

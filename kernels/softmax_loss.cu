@@ -153,15 +153,23 @@ extern "C" int dp_cuda_softmax_backward(bool log, const dp_view *grad_in, const 
 
 /* ---------------------------------------------------------------- NLL loss */
 
+/* c: the number of classes; a target outside [0, c) counts as 0 (the engine's device-side
+ * check reports it at the next synchronisation) */
 struct DP_HIDDEN nll_geom {
-    int64_t n, s_in0, s_in1, s_t, s_out;
+    int64_t n, s_in0, s_in1, s_t, s_out, c;
 };
+
+template <typename T> __device__ __forceinline__ double nll_term(const nll_geom &g, const T *in, const int64_t *target, int64_t i)
+{
+    int64_t t = target[i * g.s_t];
+    return t >= 0 && t < g.c ? -(double)in[i * g.s_in0 + t * g.s_in1] : 0.0;
+}
 
 template <typename T>
 static __global__ void nll_per_item_kernel(nll_geom g, const T *in, const int64_t *target, T *out)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < g.n; i += (int64_t)gridDim.x * blockDim.x)
-        out[i * g.s_out] = (T)(-(double)in[i * g.s_in0 + target[i * g.s_t] * g.s_in1]);
+        out[i * g.s_out] = (T)nll_term(g, in, target, i);
 }
 
 /* one block: the sum over N in double */
@@ -170,7 +178,7 @@ static __global__ void nll_sum_kernel(nll_geom g, const T *in, const int64_t *ta
 {
     __shared__ double sh[32];
     double acc = 0;
-    for (int64_t i = threadIdx.x; i < g.n; i += blockDim.x) acc += -(double)in[i * g.s_in0 + target[i * g.s_t] * g.s_in1];
+    for (int64_t i = threadIdx.x; i < g.n; i += blockDim.x) acc += nll_term(g, in, target, i);
     acc = dp_block_sum(acc, sh);
     if (threadIdx.x == 0) out[0] = (T)acc;
 }
@@ -182,7 +190,8 @@ static __global__ void nll_backward_kernel(nll_geom g, T *gin, const T *gout, in
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < g.n; i += (int64_t)gridDim.x * blockDim.x) {
         double gv = (double)gout[per_item ? i * s_gout : 0];
-        gin[i * g.s_in0 + target[i * g.s_t] * g.s_in1] = (T)(-gv * scale);
+        int64_t t = target[i * g.s_t];
+        if (t >= 0 && t < g.c) gin[i * g.s_in0 + t * g.s_in1] = (T)(-gv * scale);
     }
 }
 
@@ -200,7 +209,7 @@ extern "C" int dp_cuda_nll_loss(const dp_view *out, const dp_view *input, const 
     if (nll_check(input, target)) return -1;
     if (out->dtype != input->dtype) return dp_cuda_error("CUDA nll_loss: output dtype differs from input");
     nll_geom g = { input->sizes[0], input->strides[0], input->strides[1], target->strides[0],
-                   per_item && out->ndim > 0 ? out->strides[0] : 0 };
+                   per_item && out->ndim > 0 ? out->strides[0] : 0, input->sizes[1] };
     CUDA_STREAM_OF(out->device, s);
     if (per_item) {
         if (g.n == 0) return 0;
@@ -224,7 +233,7 @@ extern "C" int dp_cuda_nll_loss_backward(const dp_view *grad_in, const dp_view *
 {
     if (nll_check(grad_in, target)) return -1;
     if (grad_out->dtype != grad_in->dtype) return dp_cuda_error("CUDA nll_loss backward: dtypes differ");
-    nll_geom g = { grad_in->sizes[0], grad_in->strides[0], grad_in->strides[1], target->strides[0], 0 };
+    nll_geom g = { grad_in->sizes[0], grad_in->strides[0], grad_in->strides[1], target->strides[0], 0, grad_in->sizes[1] };
     if (g.n == 0) return 0;
     int64_t s_gout = per_item && grad_out->ndim > 0 ? grad_out->strides[0] : 0;
     CUDA_STREAM_OF(grad_in->device, s);

@@ -649,7 +649,7 @@ static int class_loss(lua_State *L, class_loss_fn f)
         return luaL_argerror(L, 1, lua_pushfstring(L, "expected input of shape [N, C] or [C], got a %d-D tensor",
                                                    x->ndim));
     dp_tensor **slot = lt_newslot(L);
-    dp_tensor *target = lt_checkindex(L, 2, x->sizes[x->ndim - 1], 0, x->device, "target");
+    dp_tensor *target = lt_checkindex_op(L, 2, x->sizes[x->ndim - 1], 0, x->device, "target");
     *slot = f(x, target, red);
     dp_tensor_release(target);
     return lt_done(L, *slot);

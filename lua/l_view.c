@@ -191,7 +191,7 @@ static int t_index_select(lua_State *L)
     dp_tensor *t = lt_check(L, 1);
     int dim = lt_checkdim(L, 2, t->ndim, 0);
     dp_tensor **slot = lt_newslot(L);
-    dp_tensor *idx = lt_checkindex(L, 3, t->ndim ? t->sizes[dim] : 1, dim + 1, t->device, "index");
+    dp_tensor *idx = lt_checkindex_op(L, 3, t->ndim ? t->sizes[dim] : 1, dim + 1, t->device, "index");
     *slot = dp_index_select(t, dim, idx);
     dp_tensor_release(idx);
     return lt_done(L, *slot);

@@ -411,6 +411,18 @@ dp_tensor *lt_checkindex(lua_State *L, int arg, int64_t size, int dim, dp_device
     return r;
 }
 
+dp_tensor *lt_checkindex_op(lua_State *L, int arg, int64_t size, int dim, dp_device dev, const char *what)
+{
+    dp_tensor *t = lt_test(L, arg);
+    if (!t || t->device.type != dev.type || t->device.index != dev.index || !dp_device_checks_indices(dev) ||
+        t->dtype != DP_INT64 || t->ndim > 1)
+        return lt_checkindex(L, arg, size, dim, dev, what);
+    dp_tensor *r = dp_binary_scalar(DP_SUB, t, 1, false);
+    if (!r)
+        lt_raise(L);
+    return r;
+}
+
 void lt_pushelement(lua_State *L, dp_dtype dt, const void *elem)
 {
     switch (dt) {

@@ -77,6 +77,10 @@ double lt_checkscalar(lua_State *L, int arg);
  * 1-based, each checked against [1, size]; returns a new 0-based int64 tensor on dev.
  * `what` names the values in errors ("index", "target"). */
 dp_tensor *lt_checkindex(lua_State *L, int arg, int64_t size, int dim, dp_device dev, const char *what);
+/* As lt_checkindex, but an int64 1-D index tensor already on dev, a device whose backend
+ * checks indices itself (CUDA), stays there: made 0-based by a kernel and left for the op
+ * to check on the device, with no copy to the host. */
+dp_tensor *lt_checkindex_op(lua_State *L, int arg, int64_t size, int dim, dp_device dev, const char *what);
 /* Pushes one element as Lua sees it: integer (int64), boolean (bool) or float. */
 void lt_pushelement(lua_State *L, dp_dtype dt, const void *elem);
 /* Option table helpers: field `k` of the table at idx (def when idx is not a table). */

@@ -222,6 +222,13 @@ typedef struct dp_backend {
     /* How many times the calling thread waited for the device (stream, event and device
      * synchronisations, blocking copies): a debug counter. */
     int64_t (*host_syncs)(void);
+    /* ---- device-side index checks (CUDA; NULL on the CPU, where the engine checks the
+     * indices itself): queues a check that every value of idx (int64, 1-D) lies in
+     * [0, limit), with no copy to the host.  The first bad one is reported by the device's
+     * next synchronisation (synchronize, copy_d2h, a blocking copy_h2d) as the error msg, a
+     * printf format taking the bad value + 1 and its position + 1 (two long longs);
+     * CUDA_LAUNCH_BLOCKING=1 reports it here.  The kernels that use idx skip bad values. */
+    int (*check_indices)(const dp_view *idx, int64_t limit, const char *msg);
 } dp_backend;
 
 /* The backend registry (registry.c): the backend serving a device, or NULL with dp_error()

@@ -2,6 +2,7 @@
  * stack and index_select.  Moves between devices go through the backends' byte copies;
  * autograd sees them as identities whose gradient the engine moves back. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -195,6 +196,12 @@ dp_tensor *dp_stack(int n, dp_tensor *const *ts, int dim)
     return out;
 }
 
+bool dp_device_checks_indices(dp_device dev)
+{
+    const dp_backend *be = dev.type == DP_DEVICE_CPU ? NULL : dp_backend_for(dev);
+    return be && be->check_indices;
+}
+
 int64_t *dp_indices_to_host(dp_tensor *index, int64_t n, int64_t limit, int64_t *bad)
 {
     int64_t *host = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
@@ -230,18 +237,29 @@ dp_tensor *dp_index_select(dp_tensor *t, int dim, dp_tensor *index)
         return NULL;
     }
     int64_t n = dp_numel(index), len = t->sizes[dim];
-    int64_t bad;
-    int64_t *host = dp_indices_to_host(index, n, len, &bad);
-    if (!host) return NULL;
-    if (bad >= 0) {
-        dp_error("index_select: index %lld at position %lld is out of range for dimension %d with size %lld",
-                 (long long)host[bad] + 1, (long long)bad + 1, dim + 1, (long long)len);
+    char msg[200];
+    snprintf(msg, sizeof msg, "index_select: index %%lld (at position %%lld) is out of range for dimension %d with size %lld",
+             dim + 1, (long long)len);
+    const dp_backend *be = dp_backend_for(t->device);
+    dp_tensor *idx;
+    if (be && be->check_indices && index->device.type == t->device.type && index->device.index == t->device.index) {
+        /* checked on the device, reported at its next synchronisation: no stall here */
+        if (!(idx = dp_contiguous(index))) return NULL;
+        dp_view x = dp_view_of(idx);
+        if (be->check_indices(&x, len, msg)) { dp_tensor_release(idx); return NULL; }
+    } else {
+        int64_t bad;
+        int64_t *host = dp_indices_to_host(index, n, len, &bad);
+        if (!host) return NULL;
+        if (bad >= 0) {
+            dp_error(msg, (long long)host[bad] + 1, (long long)bad + 1);
+            free(host);
+            return NULL;
+        }
+        idx = dp_from_host(host, DP_INT64, 1, &n, DP_INT64, t->device);
         free(host);
-        return NULL;
+        if (!idx) return NULL;
     }
-    dp_tensor *idx = dp_from_host(host, DP_INT64, 1, &n, DP_INT64, t->device);
-    free(host);
-    if (!idx) return NULL;
     int64_t sizes[DP_MAX_DIMS];
     memcpy(sizes, t->sizes, sizeof sizes);
     sizes[dim] = n;

@@ -551,4 +551,5 @@ const dp_backend dp_cpu_backend = {
     /* attention (cpu_attention.c) */
     .sdpa_forward = cpu_sdpa_forward,
     .sdpa_backward = cpu_sdpa_backward,
+    .check_indices = NULL,   /* the engine checks CPU indices as it reads them */
 };

@@ -216,6 +216,9 @@ bool dp_is_pinned(const dp_tensor *t);
 dp_tensor *dp_cat(int n, dp_tensor *const *ts, int dim);
 dp_tensor *dp_stack(int n, dp_tensor *const *ts, int dim);
 dp_tensor *dp_index_select(dp_tensor *t, int dim, dp_tensor *index);  /* index: int64 1-D, 0-based */
+/* Whether index_select and nll_loss on dev check their indices on the device (CUDA: the
+ * first bad one is reported at the next synchronisation) rather than on the host. */
+bool dp_device_checks_indices(dp_device dev);
 
 /* ---- advanced indexing (index.c).  Index values count from `base` (0, or 1 for the Lua
  * binding); negative ones count from the end; every index is checked before anything is

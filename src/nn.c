@@ -1,5 +1,6 @@
 /* nn.c: dropout and the losses (mse, nll, cross entropy). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,19 +77,29 @@ dp_tensor *dp_nll_loss(dp_tensor *input, dp_tensor *target, dp_reduction red)
     }
     if (dp_need_float(input->dtype, "nll_loss")) return NULL;
     int64_t N = single ? 1 : input->sizes[0], C = input->sizes[input->ndim - 1];
-    /* range-check the targets on the host */
-    int64_t bad, *t = dp_indices_to_host(target, N, C, &bad);
-    if (!t) return NULL;
-    if (bad >= 0)
-        dp_error("target %lld at position %lld is out of bounds: class indices must be between 1 and %lld",
-                 (long long)t[bad] + 1, (long long)bad + 1, (long long)C);
-    free(t);
-    if (bad >= 0) return NULL;
+    const dp_backend *be = dp_backend_for(input->device);
+    bool on_device = be && be->check_indices;
+    char msg[160];
+    snprintf(msg, sizeof msg, "%starget %%lld at position %%lld is out of bounds: class indices must be between 1 and %lld%s",
+             on_device ? "nll_loss: " : "", (long long)C, on_device ? " (dplua counts classes from 1)" : "");
+    /* range-check the targets: on the host, or (CUDA) on the device, reported at the next
+     * synchronisation, so that the stream does not stall on every loss */
+    if (!on_device) {
+        int64_t bad, *t = dp_indices_to_host(target, N, C, &bad);
+        if (!t) return NULL;
+        if (bad >= 0) dp_error(msg, (long long)t[bad] + 1, (long long)bad + 1);
+        free(t);
+        if (bad >= 0) return NULL;
+    }
     int64_t one = 1;
     dp_tensor *tg = dp_reshape(target, 1, &one), *in2 = NULL, *out = NULL;
     if (!single) { dp_tensor_release(tg); tg = dp_contiguous(target); }
     in2 = single ? dp_unsqueeze(input, 0) : dp_alias(input);
     if (!tg || !in2) goto done;
+    if (on_device) {
+        dp_view tv = dp_view_of(tg);
+        if (be->check_indices(&tv, C, msg)) goto done;
+    }
     bool per_item = red == DP_REDUCTION_NONE;
     out = per_item && !single ? dp_empty(1, &N, input->dtype, input->device) : dp_empty(0, NULL, input->dtype, input->device);
     if (!out) goto done;

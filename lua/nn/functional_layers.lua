@@ -87,7 +87,9 @@ function M.embedding(idx, weight, opts)
   local pad = M.padding_index('embedding', o.padding_idx, num)
   local flat = idx:reshape(-1)
   if flat.device ~= weight.device then flat = flat:to(weight.device) end   -- indices may live elsewhere
-  if flat:numel() > 0 then
+  -- on a GPU index_select checks the indices there, reporting a bad one at the next
+  -- synchronisation: reading them here would stall the stream on every lookup
+  if flat:numel() > 0 and weight.device.type ~= 'cuda' then
     local lo, hi = flat:min():item(), flat:max():item()
     local bad = lo < 1 and lo or hi > num and hi or nil
     if bad then

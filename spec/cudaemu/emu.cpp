@@ -26,10 +26,13 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -157,9 +160,28 @@ bool is_device_mem(const void *p, size_t n, int *device)
     return true;
 }
 
+/* ---------------------------------------------------------------- sticky errors
+ * A kernel fault (a device-side assert, __trap, a warp shuffle or barrier used wrongly,
+ * too much shared memory) is not returned by its launch: it is recorded against the
+ * device, the next synchronising call reports it, and every call after that made with
+ * the device current fails with it too, as a GPU context is lost after a fault. */
+
+const int MAX_DEVICES = 64;
+std::atomic<int> g_sticky[MAX_DEVICES];
+
+cudaError_t sticky(int device)
+{
+    if (device < 0 || device >= MAX_DEVICES) return cudaSuccess;
+    return (cudaError_t)g_sticky[device].load();
+}
+
+/* the device's sticky error, or cudaSuccess (cudaGetLastError returns it while the device
+ * is current, so it is not stored as the thread's last error: another device stays clean) */
+cudaError_t check_sticky(int device) { return sticky(device); }
+
 /* ---------------------------------------------------------------- fibers */
 
-enum { F_READY, F_RUNNING, F_WAIT_BLOCK, F_WAIT_WARP, F_DONE };
+enum { F_READY, F_RUNNING, F_WAIT_BLOCK, F_WAIT_WARP, F_DONE, F_FAULT };
 const size_t STACK_SIZE = 256 * 1024;
 
 struct fiber {
@@ -171,6 +193,13 @@ struct fiber {
     uint3 tid;
 };
 
+/* What stops a kernel: thrown by emu::fault inside an emulated thread. */
+struct kernel_fault {
+    cudaError_t err;
+    char msg[768];
+};
+
+/* What a thread of the emulation needs to run blocks of one launch. */
 struct block_runner {
     jmp_buf sched;
     std::deque<fiber> fibers;   /* a deque: growing it moves no fiber */
@@ -181,6 +210,11 @@ struct block_runner {
     const char *name = "";
     void (*body)(void *) = NULL;
     void *ctx = NULL;
+    uint64_t epoch = 0;         /* blocks started on this thread: __shared__ poisoning */
+    size_t shared_bytes = 0;    /* static shared memory the block has touched */
+    size_t dyn_shared = 0;
+    bool faulted = false;       /* the block stopped on this fault */
+    kernel_fault fault;
 
     ~block_runner()
     {
@@ -190,15 +224,50 @@ struct block_runner {
 };
 thread_local block_runner t_run;
 
+void record_fault(const kernel_fault &f)
+{
+    block_runner &r = t_run;
+    if (r.faulted) return;
+    r.faulted = true;
+    r.fault = f;
+}
+
+void vfault_at(kernel_fault *f, cudaError_t err, const char *fmt, va_list ap)
+{
+    block_runner &r = t_run;
+    f->err = err;
+    int n = snprintf(f->msg, sizeof f->msg, "kernel %s, block (%u,%u,%u), thread (%u,%u,%u): ", r.name, blockIdx.x,
+                     blockIdx.y, blockIdx.z, threadIdx.x, threadIdx.y, threadIdx.z);
+    if (n < 0 || n >= (int)sizeof f->msg) n = 0;
+    vsnprintf(f->msg + n, sizeof f->msg - n, fmt, ap);
+}
+
+/* A fault seen by the scheduler (not inside an emulated thread) */
+void block_fault(cudaError_t err, const char *fmt, ...)
+{
+    kernel_fault f;
+    va_list ap;
+    va_start(ap, fmt);
+    vfault_at(&f, err, fmt, ap);
+    va_end(ap);
+    record_fault(f);
+}
+
 /* A fiber runs one emulated thread after another: each time the scheduler resumes it
- * as a fresh thread, it runs the kernel's body, marks itself done and parks. */
+ * as a fresh thread, it runs the kernel's body, marks itself done (or faulted) and parks. */
 void fiber_entry()
 {
     block_runner &r = t_run;
     for (;;) {
-        r.body(r.ctx);
+        int state = F_DONE;
+        try {
+            r.body(r.ctx);
+        } catch (const kernel_fault &f) {
+            record_fault(f);
+            state = F_FAULT;
+        }
         fiber *self = r.cur;
-        self->state = F_DONE;
+        self->state = state;
         if (!_setjmp(self->jb)) _longjmp(r.sched, 1);
     }
 }
@@ -208,7 +277,8 @@ void yield(int state)
     block_runner &r = t_run;
     r.used_barrier = true;
     if (!r.fiber_mode)
-        die("kernel %s reached a barrier in a block run without fibers (its first block used none)", r.name);
+        emu::fault(cudaErrorLaunchFailure, "a barrier in a block run without fibers (the kernel's block (0,0,0) "
+                                           "used none; the emulation cannot run it)");
     fiber *self = r.cur;
     self->state = state;
     if (!_setjmp(self->jb)) _longjmp(r.sched, 1);
@@ -225,7 +295,28 @@ void resume(fiber &f)
     setcontext(&f.uc);
 }
 
+void fiber_reset(fiber &f)
+{
+    f.started = false;
+    getcontext(&f.uc);
+    f.uc.uc_stack.ss_sp = f.stack + 4096;
+    f.uc.uc_stack.ss_size = STACK_SIZE;
+    f.uc.uc_link = NULL;   /* fiber_entry never returns */
+    makecontext(&f.uc, fiber_entry, 0);
+}
+
 unsigned int linear_tid(const uint3 &t, const dim3 &b) { return t.x + b.x * (t.y + b.y * t.z); }
+
+/* After a fault the block stops: threads left waiting at a barrier are abandoned, their
+ * fibers started afresh next time. */
+void abandon_block(unsigned int nthreads)
+{
+    block_runner &r = t_run;
+    for (unsigned int i = 0; i < nthreads; i++) {
+        fiber &f = r.fibers[i];
+        if (f.started && f.state != F_DONE && f.state != F_FAULT) fiber_reset(f);
+    }
+}
 
 void run_block_fibers(unsigned int nthreads)
 {
@@ -239,12 +330,7 @@ void run_block_fibers(unsigned int nthreads)
             mprotect(m, 4096, PROT_NONE);   /* guard page: a stack overflow faults */
             fiber &f = r.fibers[i];
             f.stack = (char *)m;
-            f.started = false;
-            getcontext(&f.uc);
-            f.uc.uc_stack.ss_sp = f.stack + 4096;
-            f.uc.uc_stack.ss_size = STACK_SIZE;
-            f.uc.uc_link = NULL;   /* fiber_entry never returns */
-            makecontext(&f.uc, fiber_entry, 0);
+            fiber_reset(f);
         }
     }
     r.slots.assign(nthreads + 32, 0);
@@ -256,11 +342,15 @@ void run_block_fibers(unsigned int nthreads)
         f.tid.z = i / (blockDim.x * blockDim.y);
     }
     for (;;) {
-        for (unsigned int i = 0; i < nthreads; i++) {
+        for (unsigned int i = 0; i < nthreads && !r.faulted; i++) {
             fiber &f = r.fibers[i];
             if (f.state != F_READY) continue;
             threadIdx = f.tid;
             resume(f);
+        }
+        if (r.faulted) {
+            abandon_block(nthreads);
+            return;
         }
         unsigned int live = 0, at_block = 0;
         bool released = false;
@@ -274,7 +364,8 @@ void run_block_fibers(unsigned int nthreads)
             }
             live += wl;
             if (wl > 0 && ww == wl) {
-                for (unsigned int i = w; i < end; i++) r.fibers[i].state = F_READY;
+                for (unsigned int i = w; i < end; i++)
+                    if (r.fibers[i].state == F_WAIT_WARP) r.fibers[i].state = F_READY;
                 released = true;
             }
         }
@@ -285,9 +376,12 @@ void run_block_fibers(unsigned int nthreads)
                 if (r.fibers[i].state == F_WAIT_BLOCK) r.fibers[i].state = F_READY;
             continue;
         }
-        die("kernel %s, block (%u,%u,%u): divergent barriers: of %u live threads %u wait in __syncthreads "
-            "and the rest in warp shuffles whose warps are not all there",
-            r.name, blockIdx.x, blockIdx.y, blockIdx.z, live, at_block);
+        threadIdx = uint3{ 0, 0, 0 };
+        block_fault(cudaErrorLaunchFailure,
+                    "divergent barriers: of %u live threads %u wait in __syncthreads and the rest in warp "
+                    "shuffles whose warps are not all there (on a GPU: a hang or garbage)", live, at_block);
+        abandon_block(nthreads);
+        return;
     }
 }
 
@@ -298,19 +392,24 @@ void run_block_direct(unsigned int nthreads)
         threadIdx.x = i % blockDim.x;
         threadIdx.y = (i / blockDim.x) % blockDim.y;
         threadIdx.z = i / (blockDim.x * blockDim.y);
-        r.body(r.ctx);
+        try {
+            r.body(r.ctx);
+        } catch (const kernel_fault &f) {
+            record_fault(f);
+            return;
+        }
     }
 }
 
 /* ---------------------------------------------------------------- stream queues */
 
-/* DPLUA_EMU_SYNC=1: every operation runs when it is issued.  Otherwise work waits in its
+/* DPLUA_EMU_SYNC=1 (or CUDA_LAUNCH_BLOCKING=1): every operation runs when it is issued.  Otherwise work waits in its
  * stream's queue until something waits for it (a stream or device synchronisation, an
  * event wait that reaches it, a copy into pageable host memory, cudaFree): the latest
  * schedule CUDA allows, so a missing wait shows as stale data. */
 bool sync_mode()
 {
-    static bool s = env_int("DPLUA_EMU_SYNC", 0) != 0;
+    static bool s = env_int("DPLUA_EMU_SYNC", 0) != 0 || env_int("CUDA_LAUNCH_BLOCKING", 0) != 0;
     return s;
 }
 
@@ -333,7 +432,7 @@ void drain(emu_stream *s, uint64_t mark)
             s->q.pop_front();
             s->started++;
         }
-        fn();
+        if (!sticky(s->device)) fn();   /* a lost context runs nothing more */
         std::lock_guard<std::mutex> lock(s->mu);
         s->finished++;
     }
@@ -368,13 +467,51 @@ namespace emu {
 
 void sync_block() { yield(F_WAIT_BLOCK); }
 
-uint64_t warp_exchange(uint64_t mine, int src_lane, bool valid)
+void fault(cudaError_t err, const char *fmt, ...)
+{
+    kernel_fault f;
+    va_list ap;
+    va_start(ap, fmt);
+    vfault_at(&f, err, fmt, ap);
+    va_end(ap);
+    throw f;
+}
+
+void shared_enter(void *p, size_t n, uint64_t *epoch)
 {
     block_runner &r = t_run;
-    unsigned int lin = linear_tid(threadIdx, blockDim);
+    if (*epoch == r.epoch) return;
+    *epoch = r.epoch;
+    memset(p, 0xFF, n);   /* what an earlier block left: NaN in floats */
+    r.shared_bytes += n;
+    if (r.shared_bytes + r.dyn_shared > 48 * 1024)
+        fault(cudaErrorLaunchOutOfResources, "%zu bytes of static and %zu of dynamic shared memory: a block may have "
+              "48 KiB", r.shared_bytes, r.dyn_shared);
+}
+
+/* Every lane of the mask must be here: CUDA leaves a shuffle whose mask names a lane that
+ * does not take part undefined (a hang or garbage on a GPU). */
+uint64_t warp_exchange(unsigned int mask, uint64_t mine, int src_lane)
+{
+    block_runner &r = t_run;
+    unsigned int lin = linear_tid(threadIdx, blockDim), base = lin & ~31u, lane = lin & 31u;
+    unsigned int nthreads = blockDim.x * blockDim.y * blockDim.z;
+    if (!(mask >> lane & 1u)) fault(cudaErrorIllegalInstruction, "a warp shuffle with mask 0x%08x, which does not "
+                                    "name the calling lane %u", mask, lane);
+    for (unsigned int l = 0; l < 32; l++)
+        if ((mask >> l & 1u) && base + l >= nthreads)
+            fault(cudaErrorIllegalInstruction, "a warp shuffle with mask 0x%08x names lane %u, which a block of %u "
+                  "threads does not have", mask, l, nthreads);
     r.slots[lin] = mine;
     yield(F_WAIT_WARP);
-    uint64_t v = valid ? r.slots[(lin & ~31u) + (unsigned int)src_lane] : mine;
+    for (unsigned int l = 0; l < 32; l++)
+        if ((mask >> l & 1u) && r.fibers[base + l].state == F_DONE)
+            fault(cudaErrorIllegalInstruction, "a warp shuffle with mask 0x%08x names lane %u, which has exited",
+                  mask, l);
+    uint64_t v = mine;
+    if (src_lane >= 0)   /* a lane outside the mask or the warp: undefined, here poison */
+        v = src_lane < 32 && (mask >> src_lane & 1u) && base + src_lane < nthreads ? r.slots[base + src_lane]
+                                                                                   : ~(uint64_t)0;
     yield(F_WAIT_WARP);
     return v;
 }
@@ -383,7 +520,7 @@ void submit(cudaStream_t s, std::function<void()> fn)
 {
     if (!s || sync_mode()) {
         std::lock_guard<std::recursive_mutex> run(g_exec_mu);
-        fn();
+        if (!sticky(s ? s->device : t_device)) fn();
         return;
     }
     std::lock_guard<std::mutex> lock(s->mu);
@@ -394,12 +531,15 @@ void submit(cudaStream_t s, std::function<void()> fn)
 void atomic_lock() { g_atomic_mu.lock(); }
 void atomic_unlock() { g_atomic_mu.unlock(); }
 
+int current_device() { return t_device; }
+
 bool check_launch(const cfg &c, const char *name, const void *const *ptrs, int nptrs)
 {
+    if (check_sticky(t_device)) return false;
     const dim3 &g = c.grid, &b = c.block;
     unsigned long long nthreads = (unsigned long long)b.x * b.y * b.z;
-    if (g.x == 0 || g.y == 0 || g.z == 0 || b.x == 0 || b.y == 0 || b.z == 0 || nthreads > 1024 || b.z > 64 ||
-        g.x > 2147483647u || g.y > 65535 || g.z > 65535) {
+    if (g.x == 0 || g.y == 0 || g.z == 0 || b.x == 0 || b.y == 0 || b.z == 0 || nthreads > 1024 || b.x > 1024 ||
+        b.y > 1024 || b.z > 64 || g.x > 2147483647u || g.y > 65535 || g.z > 65535) {
         warn("kernel %s: invalid configuration grid (%u,%u,%u) block (%u,%u,%u)", name, g.x, g.y, g.z, b.x, b.y, b.z);
         fail(cudaErrorInvalidConfiguration);
         return false;
@@ -433,48 +573,211 @@ bool check_launch(const cfg &c, const char *name, const void *const *ptrs, int n
     return true;
 }
 
-void execute(const cfg &c, const void *key, const char *name, void (*body)(void *), void *ctx)
+}   // namespace emu
+
+namespace {
+
+/* ---------------------------------------------------------------- blocks of a launch
+ * Block (0,0,0) of a kernel not seen before runs first, on fibers, to learn whether the
+ * kernel uses barriers; the other blocks run in an order shuffled by DPLUA_EMU_SEED (and
+ * the launch's number), on DPLUA_EMU_THREADS threads at once (the one draining the
+ * stream and helpers), so a kernel whose blocks depend on each other's order or race on
+ * memory gives other results from one seed to the next. */
+
+uint64_t emu_seed()
 {
-    const dim3 &g = c.grid, &b = c.block;
-    unsigned long long nthreads = (unsigned long long)b.x * b.y * b.z;
-    int known;   /* -1 unknown, 0 no barriers, 1 barriers */
-    {
-        std::lock_guard<std::mutex> lock(g_kernel_mu);
-        auto it = g_kernel_uses_barrier.find(key);
-        known = it == g_kernel_uses_barrier.end() ? -1 : it->second ? 1 : 0;
-    }
+    static uint64_t s = (uint64_t)env_int("DPLUA_EMU_SEED", 0);
+    return s;
+}
+
+int emu_threads()
+{
+    static int n = env_int("DPLUA_EMU_THREADS", 1) < 1 ? 1 : env_int("DPLUA_EMU_THREADS", 1);
+    return n;
+}
+
+uint64_t splitmix(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+struct launch_job {
+    emu::cfg c{ dim3(), dim3() };
+    const char *name;
+    void (*body)(void *);
+    void *ctx;
+    uint64_t total;
+    std::vector<uint32_t> order;   /* empty: blocks first..total-1 in order */
+    uint64_t first;
+    std::atomic<uint64_t> next{ 0 };
+    std::atomic<int> known{ -1 };  /* -1 unknown, 0 no barriers, 1 barriers */
+    std::mutex mu;
+    bool faulted = false;
+    kernel_fault fault;
+};
+
+void run_one_block(launch_job &j, uint64_t lin)
+{
     block_runner &r = t_run;
-    if (r.body) die("kernel %s run from inside kernel %s", name, r.name);
-    r.name = name;
-    r.body = body;
-    r.ctx = ctx;
-    gridDim = g;
-    blockDim = b;
-    bool first = true;
-    for (unsigned int z = 0; z < g.z; z++)
-        for (unsigned int y = 0; y < g.y; y++)
-            for (unsigned int x = 0; x < g.x; x++) {
-                blockIdx.x = x;
-                blockIdx.y = y;
-                blockIdx.z = z;
-                if (known == 0) {
-                    r.fiber_mode = false;
-                    run_block_direct((unsigned int)nthreads);
-                } else {
-                    r.fiber_mode = true;
-                    r.used_barrier = false;
-                    run_block_fibers((unsigned int)nthreads);
-                    if (first && known < 0) {
-                        known = r.used_barrier ? 1 : 0;
-                        std::lock_guard<std::mutex> lock(g_kernel_mu);
-                        g_kernel_uses_barrier[key] = known == 1;
-                    }
-                }
-                first = false;
-            }
+    const dim3 &g = j.c.grid, &b = j.c.block;
+    unsigned int nthreads = b.x * b.y * b.z;
+    blockIdx.x = (unsigned int)(lin % g.x);
+    blockIdx.y = (unsigned int)(lin / g.x % g.y);
+    blockIdx.z = (unsigned int)(lin / ((uint64_t)g.x * g.y));
+    r.epoch++;
+    r.shared_bytes = 0;
+    r.dyn_shared = j.c.shared;
+    r.faulted = false;
+    if (j.known.load() == 0) {
+        r.fiber_mode = false;
+        run_block_direct(nthreads);
+    } else {
+        r.fiber_mode = true;
+        r.used_barrier = false;
+        run_block_fibers(nthreads);
+    }
+    if (r.faulted) {
+        std::lock_guard<std::mutex> lock(j.mu);
+        if (!j.faulted) {
+            j.faulted = true;
+            j.fault = r.fault;
+        }
+        j.next.store(j.total);   /* the rest of the grid does not run */
+    }
+}
+
+/* Takes blocks of the job until there are none left. */
+void work(launch_job &j)
+{
+    block_runner &r = t_run;
+    if (r.body) die("kernel %s run from inside kernel %s", j.name, r.name);
+    r.name = j.name;
+    r.body = j.body;
+    r.ctx = j.ctx;
+    gridDim = j.c.grid;
+    blockDim = j.c.block;
+    for (;;) {
+        uint64_t i = j.next.fetch_add(1);
+        if (i >= j.total) break;
+        run_one_block(j, j.order.empty() ? i : j.order[i]);
+    }
     r.body = NULL;
     r.ctx = NULL;
     r.cur = NULL;
+}
+
+/* Helper threads, started once, kept for the process's life (never destroyed: they may
+ * still wait on the condition at exit). */
+struct helper_pool {
+    std::mutex mu;
+    std::condition_variable go, done;
+    launch_job *job = NULL;
+    uint64_t generation = 0;
+    int busy = 0;
+    int size = 0;
+};
+
+helper_pool *pool()
+{
+    static helper_pool *p = [] {
+        helper_pool *h = new helper_pool;
+        h->size = emu_threads() - 1;
+        for (int i = 0; i < h->size; i++)
+            std::thread([h] {
+                uint64_t seen = 0;
+                for (;;) {
+                    launch_job *j;
+                    {
+                        std::unique_lock<std::mutex> lock(h->mu);
+                        h->go.wait(lock, [&] { return h->generation != seen; });
+                        seen = h->generation;
+                        j = h->job;
+                    }
+                    work(*j);
+                    std::lock_guard<std::mutex> lock(h->mu);
+                    if (--h->busy == 0) h->done.notify_all();
+                }
+            }).detach();
+        return h;
+    }();
+    return p;
+}
+
+std::atomic<uint64_t> g_launches{ 0 };
+
+}   // namespace
+
+namespace emu {
+
+void execute(const cfg &c, int device, const void *key, const char *name, void (*body)(void *), void *ctx)
+{
+    launch_job j;
+    j.c = c;
+    j.name = name;
+    j.body = body;
+    j.ctx = ctx;
+    j.total = (uint64_t)c.grid.x * c.grid.y * c.grid.z;
+    {
+        std::lock_guard<std::mutex> lock(g_kernel_mu);
+        auto it = g_kernel_uses_barrier.find(key);
+        j.known = it == g_kernel_uses_barrier.end() ? -1 : it->second ? 1 : 0;
+    }
+    uint64_t launch = g_launches.fetch_add(1);
+    static const char *inject = getenv("DPLUA_EMU_FAULT");
+    static std::atomic<bool> injected{ false };
+    if (inject && *inject && strstr(name, inject) && !injected.exchange(true)) {
+        /* a test of what a fault does to the library above: the kernel does not run */
+        j.faulted = true;
+        j.fault.err = cudaErrorIllegalAddress;
+        snprintf(j.fault.msg, sizeof j.fault.msg, "kernel %s: a fault injected by DPLUA_EMU_FAULT", name);
+        j.next = j.total;
+    } else if (j.known.load() < 0) {   /* block 0 alone first: it tells whether barriers are used */
+        j.total = 1;
+        work(j);
+        if (!j.faulted) {
+            j.known = t_run.used_barrier ? 1 : 0;
+            std::lock_guard<std::mutex> lock(g_kernel_mu);
+            g_kernel_uses_barrier[key] = j.known.load() == 1;
+        }
+        j.total = (uint64_t)c.grid.x * c.grid.y * c.grid.z;
+        j.next = j.faulted ? j.total : 1;
+    }
+    if (!j.faulted && j.next.load() < j.total) {
+        uint64_t from = j.next.load(), n = j.total - from;
+        if (j.total <= ((uint64_t)1 << 26)) {   /* Fisher-Yates over blocks from..total-1 */
+            j.order.resize(j.total);
+            for (uint64_t i = 0; i < j.total; i++) j.order[i] = (uint32_t)i;
+            uint64_t st = emu_seed() * 0x2545f4914f6cdd1dull + launch;
+            for (uint64_t i = n - 1; i > 0; i--) {
+                uint64_t k = splitmix(&st) % (i + 1);
+                std::swap(j.order[from + i], j.order[from + k]);
+            }
+        }
+        helper_pool *h = pool();
+        bool helpers = h->size > 0 && n > 1;
+        if (helpers) {
+            std::lock_guard<std::mutex> lock(h->mu);
+            h->job = &j;
+            h->busy = h->size;
+            h->generation++;
+            h->go.notify_all();
+        }
+        work(j);
+        if (helpers) {
+            std::unique_lock<std::mutex> lock(h->mu);
+            h->done.wait(lock, [&] { return h->busy == 0; });
+        }
+    }
+    if (j.faulted && device >= 0 && device < MAX_DEVICES) {
+        int none = cudaSuccess;
+        g_sticky[device].compare_exchange_strong(none, (int)j.fault.err);
+        warn("%s: %s; device %d is unusable from now on: every later call fails with it (DPLUA_EMU_SEED=%llu, "
+             "DPLUA_EMU_THREADS=%d)", j.fault.msg, cudaGetErrorString(j.fault.err), device,
+             (unsigned long long)emu_seed(), emu_threads());
+    }
 }
 
 }   // namespace emu
@@ -508,12 +811,13 @@ cudaError_t cudaGetDevice(int *device)
 
 cudaError_t cudaGetLastError(void)
 {
+    if (sticky(t_device)) return sticky(t_device);   /* a sticky error is never cleared */
     cudaError_t e = t_last;
     t_last = cudaSuccess;
     return e;
 }
 
-cudaError_t cudaPeekAtLastError(void) { return t_last; }
+cudaError_t cudaPeekAtLastError(void) { return sticky(t_device) ? sticky(t_device) : t_last; }
 
 const char *cudaGetErrorString(cudaError_t err)
 {
@@ -531,6 +835,9 @@ const char *cudaGetErrorString(cudaError_t err)
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
+    case cudaErrorAssert: return "device-side assert triggered";
+    case cudaErrorIllegalInstruction: return "an illegal instruction was encountered";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     }
     return "unknown error";
@@ -539,6 +846,7 @@ const char *cudaGetErrorString(cudaError_t err)
 cudaError_t cudaMalloc(void **ptr, size_t size)
 {
     *ptr = NULL;
+    if (check_sticky(t_device)) return sticky(t_device);
     std::lock_guard<std::mutex> lock(g_mem_mu);
     if (g_used.size() < (size_t)n_devices()) g_used.resize(n_devices(), 0);
     if (size > capacity() || g_used[t_device] + size > capacity()) return fail(cudaErrorMemoryAllocation);
@@ -554,6 +862,7 @@ cudaError_t cudaFree(void *ptr)
 {
     if (!ptr) return cudaSuccess;
     drain_all(-1);   /* as on a GPU, cudaFree waits for the device */
+    if (check_sticky(t_device)) return sticky(t_device);
     std::lock_guard<std::mutex> lock(g_mem_mu);
     auto it = g_allocs.find((uintptr_t)ptr);
     if (it == g_allocs.end() || it->second.kind != MEM_DEVICE) {
@@ -569,6 +878,7 @@ cudaError_t cudaFree(void *ptr)
 cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags)
 {
     (void)flags;
+    if (check_sticky(t_device)) return sticky(t_device);
     void *p = aligned_alloc(256, (size + 255) / 256 * 256 + 256);
     if (!p) return fail(cudaErrorMemoryAllocation);
     std::lock_guard<std::mutex> lock(g_mem_mu);
@@ -581,6 +891,7 @@ cudaError_t cudaFreeHost(void *ptr)
 {
     if (!ptr) return cudaSuccess;
     drain_all(-1);
+    if (check_sticky(t_device)) return sticky(t_device);
     std::lock_guard<std::mutex> lock(g_mem_mu);
     auto it = g_allocs.find((uintptr_t)ptr);
     if (it == g_allocs.end() || it->second.kind != MEM_PINNED) {
@@ -594,6 +905,7 @@ cudaError_t cudaFreeHost(void *ptr)
 
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 {
+    if (check_sticky(t_device)) return sticky(t_device);
     std::lock_guard<std::mutex> lock(g_mem_mu);
     if (g_used.size() < (size_t)n_devices()) g_used.resize(n_devices(), 0);
     *total_bytes = capacity();
@@ -632,6 +944,7 @@ static bool is_pinned(const void *p, size_t n)
  * completed; copies from and to pinned memory, and on the device, run in stream order. */
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
 {
+    if (check_sticky(t_device)) return sticky(t_device);
     if (n == 0) return cudaSuccess;
     cudaError_t e = check_copy("cudaMemcpyAsync", dst, src, n, kind);
     if (e) return e;
@@ -642,7 +955,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
     }
     emu::submit(s, [dst, src, n]() { memmove(dst, src, n); });
     if (kind == cudaMemcpyDeviceToHost && !is_pinned(dst, n) && s) drain(s, queued(s));
-    return cudaSuccess;
+    return check_sticky(t_device);
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
@@ -653,6 +966,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind
 cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int src_device, size_t n,
                                 cudaStream_t s)
 {
+    if (check_sticky(t_device)) return sticky(t_device);
     if (n == 0) return cudaSuccess;
     int dd = -1, sd = -1;
     if (!is_device_mem(dst, n, &dd) || !is_device_mem(src, n, &sd) || dd != dst_device || sd != src_device) {
@@ -666,6 +980,7 @@ cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int 
 
 cudaError_t cudaMemsetAsync(void *ptr, int value, size_t n, cudaStream_t s)
 {
+    if (check_sticky(t_device)) return sticky(t_device);
     if (n == 0) return cudaSuccess;
     if (!is_device_mem(ptr, n, NULL)) {
         warn("cudaMemsetAsync of %zu bytes at %p: not inside one device allocation", n, ptr);
@@ -678,6 +993,7 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t n, cudaStream_t s)
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
 {
     (void)flags;
+    if (check_sticky(t_device)) return sticky(t_device);
     emu_stream *st = new emu_stream;
     st->device = t_device;
     std::lock_guard<std::mutex> lock(g_streams_mu);
@@ -694,14 +1010,15 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
         std::lock_guard<std::mutex> lock(g_streams_mu);
         g_streams.erase(s);
     }
+    int device = s->device;
     delete s;
-    return cudaSuccess;
+    return check_sticky(device);
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
     if (s) drain(s, queued(s));
-    return cudaSuccess;
+    return check_sticky(s ? s->device : t_device);
 }
 
 /* The waiting stream's later work runs after the event's: a marker in its queue runs the
@@ -710,12 +1027,13 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flag
 {
     (void)flags;
     if (!e) return fail(cudaErrorInvalidResourceHandle);
+    if (check_sticky(s ? s->device : t_device)) return sticky(s ? s->device : t_device);
     emu_stream *other = e->stream;
     uint64_t mark = e->mark;
     if (!other || other == s) return cudaSuccess;
     if (!s) {
         drain(other, mark);
-        return cudaSuccess;
+        return check_sticky(other->device);
     }
     emu::submit(s, [other, mark]() { drain(other, mark); });
     return cudaSuccess;
@@ -724,6 +1042,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flag
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
 {
     (void)flags;
+    if (check_sticky(t_device)) return sticky(t_device);
     *e = new emu_event{ t_device, NULL, 0 };
     return cudaSuccess;
 }
@@ -736,6 +1055,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
              s ? s->device : -1);
         return fail(cudaErrorInvalidResourceHandle);
     }
+    if (check_sticky(e->device)) return sticky(e->device);
     e->stream = s;
     e->mark = s ? queued(s) : 0;
     return cudaSuccess;
@@ -746,6 +1066,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 cudaError_t cudaEventQuery(cudaEvent_t e)
 {
     if (!e) return fail(cudaErrorInvalidResourceHandle);
+    if (check_sticky(e->device)) return sticky(e->device);
     if (!e->stream) return cudaSuccess;
     std::lock_guard<std::mutex> lock(e->stream->mu);
     return e->stream->finished >= e->mark ? cudaSuccess : cudaErrorNotReady;
@@ -777,7 +1098,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e)
 cudaError_t cudaDeviceSynchronize(void)
 {
     drain_all(t_device);
-    return cudaSuccess;
+    return check_sticky(t_device);
 }
 
 cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer)
@@ -879,6 +1200,7 @@ cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb
                     long long sc, int batch, bool tf32)
 {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (check_sticky(h->device)) return CUBLAS_STATUS_EXECUTION_FAILED;
     if (h->device != t_device) {
         warn("cuBLAS gemm: handle of device %d used while device %d is current", h->device, t_device);
         return CUBLAS_STATUS_EXECUTION_FAILED;

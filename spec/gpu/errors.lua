@@ -49,10 +49,48 @@ if n >= 2 then
   end)
 end
 
-G.expect('an index out of range on the device', function()
+-- checked on the device (no copy of the indices to the host), reported at the next
+-- synchronisation: item(), tolist, a copy to the host, torch.cuda.synchronize()
+G.expect('an index out of range on the device, reported at the next synchronisation', function()
   local x = torch.randn(5, 3):to('cuda:0')
-  raises(function() return x:index_select(1, torch.tensor({ 1, 9 }):to('cuda:0')) end, '9')
+  local y = x:index_select(1, torch.tensor({ 1, 9, 0 }):to('cuda:0'))   -- no error yet
+  raises(function() return y:sum():item() end,
+    'index_select: index 9 (at position 2) is out of range for dimension 1 with size 5',
+    '(reported at the next synchronisation; CUDA_LAUNCH_BLOCKING=1 reports it at the op)')
+  assert(still_works(), 'the device works after the report')
+  x:index_select(2, torch.tensor({ 4 }):to('cuda:0'))
+  raises(function() torch.cuda.synchronize() end, 'index 4 (at position 1) is out of range for dimension 2 with size 3')
+  x:index_select(1, torch.tensor({ 2, 6 }):to('cuda:0'))
+  raises(function() return x:tolist() end, 'index 6 (at position 2)')
+  x:index_select(1, torch.tensor({ -1 }):to('cuda:0'))
+  raises(function() return x:cpu() end, 'index -1 (at position 1)')
+  -- indices from the host are still checked at the op
+  raises(function() return x:index_select(1, { 1, 9 }) end, 'index 9 (at position 2) is out of range')
   return still_works()
+end)
+
+G.expect('an embedding lookup out of range on the device, reported at the next synchronisation', function()
+  local emb = nn.Embedding(6, 3):to('cuda:0')
+  local out = emb:forward(torch.tensor({ { 1, 2 }, { 7, 3 } }):to('cuda:0'))
+  raises(function() return out:sum():item() end, 'index 7 (at position 3) is out of range for dimension 1 with size 6',
+    'reported at the next synchronisation')
+  return still_works()
+end)
+
+G.expect('a class target out of range on the device, reported at the next synchronisation', function()
+  local logits = torch.randn(3, 4):to('cuda:0')
+  local t = torch.tensor({ 1, 7, 2 }):to('cuda:0')
+  local l = torch.nn.functional.cross_entropy(logits, t)
+  raises(function() return l:item() end,
+    'nll_loss: target 7 at position 2 is out of bounds: class indices must be between 1 and 4 (dplua counts classes from 1)',
+    'reported at the next synchronisation')
+  local l2 = torch.nn.functional.nll_loss(logits:log_softmax(2), torch.tensor({ 4, 1, 5 }):to('cuda:0'), { reduction = 'none' })
+  raises(function() return l2:tolist() end, 'target 5 at position 3')
+  -- the good targets give the CPU's value once the bad ones are gone
+  local good = torch.tensor({ 1, 4, 2 })
+  local want = torch.nn.functional.cross_entropy(logits:cpu(), good):item()
+  local got = torch.nn.functional.cross_entropy(logits, good:to('cuda:0')):item()
+  return math.abs(want - got) < 1e-5 and still_works()
 end)
 
 G.expect('exhausting memory twice, then ordinary work', function()

@@ -3,9 +3,10 @@
  * It checks the CUDA logic of the backend on a machine without a GPU: launch geometry,
  * index arithmetic, strided offsets, block reductions (__syncthreads and warp shuffles
  * run with the same barrier semantics as on a GPU), the caching allocator, copies between
- * devices, and cuBLAS's argument rules.  It does not model timing, the memory model,
- * asynchrony (every call completes before it returns) or floating-point details of the
- * hardware.  See spec/cudaemu/README.md.
+ * devices, and cuBLAS's argument rules.  Blocks run in a seeded random order
+ * (DPLUA_EMU_SEED), on several threads at once with DPLUA_EMU_THREADS; a kernel fault is
+ * sticky and reported asynchronously.  It does not model timing, the memory model or
+ * floating-point details of the hardware.  See spec/cudaemu/README.md.
  *
  * Kernel launches `k<<<grid, block, shared, stream>>>(args)` are rewritten by
  * spec/cudaemu/launch.sed into
@@ -30,8 +31,15 @@
 #define __host__
 #define __forceinline__ inline __attribute__((always_inline))
 #define __launch_bounds__(...)
-/* one copy per block: blocks of a launch run one after another on the launching thread */
+/* One copy per block in flight: each thread of the emulation runs one block at a time.
+ * launch.sed rewrites `__shared__ T name[N];` into EMU_SHARED(name, [N], T), which also
+ * fills it with 0xFF bytes (NaN in floats, -1 in integers) when a block first reaches it,
+ * as a GPU leaves shared memory holding whatever the last block wrote. */
 #define __shared__ static thread_local
+#define EMU_SHARED(name, dims, ...)                                  \
+    static thread_local __VA_ARGS__ name dims;                       \
+    static thread_local uint64_t name##_emu_epoch = 0;               \
+    ::emu::shared_enter(&name, sizeof name, &name##_emu_epoch)
 
 /* ---------------------------------------------------------------- types */
 typedef enum cudaError {
@@ -48,6 +56,9 @@ typedef enum cudaError {
     cudaErrorInvalidResourceHandle = 400,
     cudaErrorNotReady = 600,
     cudaErrorIllegalAddress = 700,
+    cudaErrorLaunchOutOfResources = 701,
+    cudaErrorAssert = 710,
+    cudaErrorIllegalInstruction = 715,
     cudaErrorLaunchFailure = 719,
 } cudaError_t;
 
@@ -120,29 +131,81 @@ extern thread_local dim3 blockDim;
 extern thread_local dim3 gridDim;
 
 namespace emu {
-/* block barrier; warp exchange of up to 8 bytes (returns the value of lane src_lane) */
+/* block barrier; warp exchange of up to 8 bytes among the lanes of `mask`: returns the
+ * value of lane src_lane (poison when that lane is outside the mask or the warp); every
+ * lane of the mask must take part, or the kernel faults */
 void sync_block();
-uint64_t warp_exchange(uint64_t mine, int src_lane, bool valid);
+uint64_t warp_exchange(unsigned int mask, uint64_t mine, int src_lane);
 void atomic_lock();
 void atomic_unlock();
+/* the kernel faults: it stops, and the error is reported by the next synchronising call
+ * and every call after it, as a GPU context is lost after a fault */
+[[noreturn]] void fault(cudaError_t err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* first use of a __shared__ variable in a block: poisons it and counts it against the
+ * 48 KiB a block may have */
+void shared_enter(void *p, size_t n, uint64_t *epoch);
 }
 
 inline void __syncthreads() { emu::sync_block(); }
+inline void __trap() { emu::fault(cudaErrorLaunchFailure, "__trap()"); }
 
-template <typename T> inline T __shfl_down_sync(unsigned int mask, T v, unsigned int delta)
+/* device-side assert: faults with cudaErrorAssert ("device-side assert triggered") */
+#include <assert.h>
+#undef assert
+#define assert(e) \
+    ((e) ? (void)0 : ::emu::fault(cudaErrorAssert, "%s:%d: assertion '%s' failed", __FILE__, __LINE__, #e))
+
+/* the lane of src (up) or width-relative lane: shuffles move up to 8 bytes */
+template <typename T> inline T emu_shfl(unsigned int mask, T v, int src, bool keep)
 {
-    static_assert(sizeof(T) <= 8, "__shfl_down_sync of a type wider than 8 bytes");
-    (void)mask;
-    unsigned int lin = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-    unsigned int lane = lin & 31u, nthreads = blockDim.x * blockDim.y * blockDim.z;
+    static_assert(sizeof(T) <= 8, "a warp shuffle of a type wider than 8 bytes");
     uint64_t bits = 0;
     memcpy(&bits, &v, sizeof(T));
-    bool valid = lane + delta < 32u && lin + delta < nthreads;
-    bits = emu::warp_exchange(bits, (int)(lane + delta), valid);
-    if (!valid) return v;
+    bits = emu::warp_exchange(mask, bits, keep ? -1 : src);
+    if (keep) return v;
     T r;
     memcpy(&r, &bits, sizeof(T));
     return r;
+}
+
+template <typename T> inline T __shfl_down_sync(unsigned int mask, T v, unsigned int delta, int width = 32)
+{
+    unsigned int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u;
+    unsigned int seg = lane % (unsigned)width;
+    /* a source past the segment's end leaves the value unchanged (CUDA's definition) */
+    return emu_shfl(mask, v, (int)(lane + delta), seg + delta >= (unsigned)width);
+}
+
+template <typename T> inline T __shfl_xor_sync(unsigned int mask, T v, int lane_mask, int width = 32)
+{
+    unsigned int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u;
+    unsigned int src = lane ^ (unsigned)lane_mask;
+    return emu_shfl(mask, v, (int)src, src / (unsigned)width != lane / (unsigned)width);
+}
+
+template <typename T> inline T __shfl_sync(unsigned int mask, T v, int src_lane, int width = 32)
+{
+    unsigned int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u;
+    unsigned int base = lane - lane % (unsigned)width;
+    return emu_shfl(mask, v, (int)(base + (unsigned)src_lane % (unsigned)width), false);
+}
+
+template <typename T> inline T atomicMin(T *p, T v)
+{
+    emu::atomic_lock();
+    T old = *p;
+    if (v < old) *p = v;
+    emu::atomic_unlock();
+    return old;
+}
+
+template <typename T> inline T atomicExch(T *p, T v)
+{
+    emu::atomic_lock();
+    T old = *p;
+    *p = v;
+    emu::atomic_unlock();
+    return old;
 }
 
 template <typename T> inline T atomicAdd(T *p, T v)
@@ -189,11 +252,12 @@ struct cfg {
  * device, and the pointer arguments (ptrs: n of them; each must be null or device memory
  * of the current device).  false: the error is set and nothing runs. */
 bool check_launch(const cfg &c, const char *name, const void *const *ptrs, int nptrs);
+int current_device();
 /* Queues fn on the stream (runs it at once on the null stream or with DPLUA_EMU_SYNC=1). */
 void submit(cudaStream_t s, std::function<void()> fn);
-/* Runs body(ctx) once per thread of every block (key identifies the kernel: its barrier
- * use is learnt per kernel). */
-void execute(const cfg &c, const void *key, const char *name, void (*body)(void *), void *ctx);
+/* Runs body(ctx) once per thread of every block of a launch on `device` (key identifies
+ * the kernel: its barrier use is learnt per kernel). */
+void execute(const cfg &c, int device, const void *key, const char *name, void (*body)(void *), void *ctx);
 
 template <typename T> inline void collect_ptr(const T &v, const void **out, int &n)
 {
@@ -232,7 +296,10 @@ inline void launch(const cfg &c, const char *name, void (*k)(P...), A &&...a)
     int n = 0;
     std::apply([&](const auto &...v) { (collect_ptr(v, ptrs, n), ...); }, cl->args);
     if (!check_launch(c, name, ptrs, n)) return;
-    submit(c.stream, [c, k, name, cl]() { execute(c, (const void *)k, name, &call<P...>::body, cl.get()); });
+    int device = current_device();
+    submit(c.stream, [c, device, k, name, cl]() {
+        execute(c, device, (const void *)k, name, &call<P...>::body, cl.get());
+    });
 }
 
 }   // namespace emu
