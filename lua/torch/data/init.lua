@@ -16,5 +16,6 @@ data.WeightedRandomSampler = sampler.WeightedRandomSampler
 data.DistributedSampler = sampler.DistributedSampler
 data.default_collate = collate.default_collate
 data.DataLoader = loader.DataLoader
+data.get_worker_info = require('torch.data.worker').get_worker_info
 
 return data
