@@ -837,8 +837,9 @@ static int l_pool_submit(lua_State *L)
     return 0;
 }
 
-/* pool:take(gid [, seconds]) -> the batch; false when it is not ready within seconds (so
- * that the caller's hooks, Ctrl-C, run between waits) */
+/* pool:take(gid [, seconds]) -> the batch; nil and the message when the worker failed;
+ * false when it is not ready within seconds (so that the caller's hooks, Ctrl-C, run
+ * between waits) */
 static int l_pool_take(lua_State *L)
 {
     pool *p = *check_pool(L);
@@ -873,10 +874,11 @@ static int l_pool_take(lua_State *L)
     wmsg *m = new_msg(L);   /* freed by the collector, also when decoding raises */
     *m = out;
     if (state == S_FAILED) {
+        lua_pushnil(L);
         lua_pushfstring(L, "DataLoader worker %d (batch %I): %s", wk + 1, (lua_Integer)batch,
                         m->buf ? m->buf : "out of memory");
         msg_free(m);
-        return lua_error(L);
+        return 2;
     }
     lua_newtable(L);
     decode_value(L, m, true, -1);

@@ -406,13 +406,10 @@ function DataLoader:_iter_workers(indices, nbatches, place, bar)
     end
     b = b + 1
     -- take returns to Lua between waits, so that Ctrl-C can stop the loop
-    local ok, r = pcall(function()
-      local got
-      repeat got = pool:take(base + b) until got ~= false
-      return got
-    end)
+    local r, err
+    repeat r, err = pool:take(base + b) until r ~= false
     if b + window <= nbatches then submit(b + window) end   -- also after a failed batch
-    if not ok then error(r, 0) end
+    if r == nil then error(err, 0) end
     local batch = place(r[1])
     if bar then bar:step(b) end
     if r[2] then return table.unpack(batch, 1, #batch) end

@@ -68,13 +68,20 @@ end
 -- Starts the workers: opts {num_workers, window, base_seed, dataset, collate_fn,
 -- worker_init_fn}.  Raises (naming the path) when something cannot be copied.
 function M.start(opts)
+  local known = known_objects()
+  -- globals that hold modules (dplua's `torch`, `nn`, `optim`, a script's own) are set in
+  -- the workers too
+  local globals = {}
+  for k, v in pairs(_G) do
+    if type(k) == 'string' and type(v) == 'table' and (known[v] or ''):sub(1, 1) == 'm' then globals[k] = v end
+  end
   local payload = {
     dataset = opts.dataset, collate_fn = opts.collate_fn, worker_init_fn = opts.worker_init_fn,
-    num_workers = opts.num_workers, base_seed = opts.base_seed,
+    num_workers = opts.num_workers, base_seed = opts.base_seed, globals = globals,
+    default_device = torch.get_default_device(),
   }
   local paths = { path = package.path, cpath = package.cpath }
-  return C.worker_pool(paths, payload, known_objects(), class.registry(), opts.num_workers, opts.window,
-    opts.base_seed)
+  return C.worker_pool(paths, payload, known, class.registry(), opts.num_workers, opts.window, opts.base_seed)
 end
 
 -- ------------------------------------------------------------------ worker state
@@ -88,6 +95,8 @@ end
 
 -- Called in worker `id` (1-based) with the copied payload; returns fetch(indices, batch).
 function M.setup(p, id)
+  for k, v in pairs(p.globals) do rawset(_G, k, v) end
+  torch.set_default_device(p.default_device)   -- the main state's, as a forked worker's
   torch.set_grad_enabled(false)   -- as PyTorch's workers, which never record
   local seed = p.base_seed + id - 1
   torch.manual_seed(seed)         -- this thread's own stream (l_workers.c)
