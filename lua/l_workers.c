@@ -87,8 +87,9 @@ static void put_str(encoder *e, const char *s, size_t n) { put_int(e, (int64_t)n
 
 static int refuse(encoder *e, const char *what)
 {
-    return luaL_error(e->L, "%s: %s cannot be sent to a worker (create it in the worker instead: in "
-                      "worker_init_fn, or when the dataset first needs it)", e->plen ? e->path : "value", what);
+    lua_pushfstring(e->L, "%s: %s cannot be sent to a worker (create it in the worker instead: in "
+                    "worker_init_fn, or when the dataset first needs it)", e->plen ? e->path : "value", what);
+    return lua_error(e->L);
 }
 
 /* Appends a path element for the key at idx; returns the old length to restore. */

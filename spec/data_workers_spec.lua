@@ -286,6 +286,40 @@ describe('DataLoader workers over a Lua dataset', function()
     collectgarbage()
   end)
 
+  it('stop at Ctrl-C while waiting, and let a process exit mid-epoch', function()
+    local LUA = os.getenv('LUA') or 'lua5.4'
+    local slow = [[
+      local torch = require 'torch'
+      local mt = {}
+      mt.__index = {
+        get = function(self, i) local t = torch.Timer() while t:time().real < 0.05 do end return torch.full({ 2 }, i) end,
+        __len = function() return 10000 end,
+      }
+      local loader = torch.data.DataLoader(setmetatable({}, mt), { batch_size = 4, num_workers = 2 })
+      print('started')
+      io.stdout:flush()
+      %s
+    ]]
+    local function run(body, interrupt)
+      local script = slow:format(body):gsub('\n', ' ')
+      local cmd = interrupt
+        and '(timeout -k 5 60 %s -e %q 2>&1 & pid=$!; sleep 2; kill -INT $pid; wait $pid; echo "status $?")'
+        or 'timeout 60 %s -e %q 2>&1; echo "status $?"'
+      local p = io.popen(cmd:format(LUA, script))
+      local out = p:read('a')
+      p:close()
+      return out
+    end
+    -- Ctrl-C (SIGINT after 2 s) stops the loop and the program, without hanging
+    local out = run('for x in loader:iter() do end', true)
+    assert.truthy(out:find('started', 1, true), out)
+    assert.truthy(out:find('interrupted', 1, true), out)
+    assert.truthy(out:find('status 1', 1, true), out)
+    -- leaving with a loader mid-epoch (its workers busy) ends the process
+    out = run('local it = loader:iter() it() KEEP = { loader, it } print("ok")')
+    assert.are.equal('started\nok\nstatus 0\n', out)
+  end)
+
   it('keep the worker states between epochs only with persistent_workers', function()
     local ds = plain_dataset(4)
     getmetatable(ds).__index.get = function(self)
