@@ -298,19 +298,27 @@ describe('DataLoader workers over a Lua dataset', function()
       local loader = torch.data.DataLoader(setmetatable({}, mt), { batch_size = 4, num_workers = 2 })
       print('started')
       io.stdout:flush()
+      io.open('%s', 'w'):close()
       %s
     ]]
     local function run(body, interrupt)
-      local script = slow:format(body):gsub('\n', ' ')
+      local marker = os.tmpname()
+      os.remove(marker)
+      local script = slow:format(marker, body):gsub('\n', ' ')
+      -- SIGINT half a second after the loop started (the marker file exists)
+      -- (one SIGINT to the interpreter itself: a second one would kill it, as Lua's does)
       local cmd = interrupt
-        and '(timeout -k 5 60 %s -e %q 2>&1 & pid=$!; sleep 2; kill -INT $pid; wait $pid; echo "status $?")'
+        and '(%s -e %q 2>&1 & pid=$!; (sleep 60; kill -9 $pid) >/dev/null 2>&1 & dog=$!; '
+          .. 'for i in $(seq 600); do [ -e %s ] && break; sleep 0.1; done; '
+          .. 'sleep 0.5; kill -INT $pid; wait $pid; echo "status $?"; kill $dog)'
         or 'timeout 60 %s -e %q 2>&1; echo "status $?"'
-      local p = io.popen(cmd:format(LUA, script))
+      local p = io.popen(cmd:format(LUA, script, marker))
       local out = p:read('a')
       p:close()
+      os.remove(marker)
       return out
     end
-    -- Ctrl-C (SIGINT after 2 s) stops the loop and the program, without hanging
+    -- Ctrl-C stops the loop and the program, without hanging
     local out = run('for x in loader:iter() do end', true)
     assert.truthy(out:find('started', 1, true), out)
     assert.truthy(out:find('interrupted', 1, true), out)
