@@ -69,10 +69,15 @@ typedef struct {
     wmsg *m;
     int memo, upmemo, known, classes;   /* stack indices (known, classes: 0 when absent) */
     int nobj;
-    bool code;                          /* functions, modules and classes allowed */
+    bool code;                          /* to a worker: functions, modules and classes allowed */
+    int depth;
     char path[512];
     size_t plen;
 } encoder;
+
+/* Values nested deeper than this (a long linked list) are refused rather than overflow
+ * the C stack of the copy. */
+#define MAX_DEPTH 1000
 
 static void put(encoder *e, const void *p, size_t n)
 {
@@ -87,8 +92,13 @@ static void put_str(encoder *e, const char *s, size_t n) { put_int(e, (int64_t)n
 
 static int refuse(encoder *e, const char *what)
 {
-    lua_pushfstring(e->L, "%s: %s cannot be sent to a worker (create it in the worker instead: in "
-                    "worker_init_fn, or when the dataset first needs it)", e->plen ? e->path : "value", what);
+    const char *where = e->plen ? e->path : "value";
+    if (e->code)
+        lua_pushfstring(e->L, "%s: %s cannot be sent to a worker (create it in the worker instead: in "
+                        "worker_init_fn, or when the dataset first needs it)", where, what);
+    else
+        lua_pushfstring(e->L, "%s: %s cannot be handed back by a worker (a batch holds tensors, numbers, "
+                        "strings, booleans and plain tables of these)", where, what);
     return lua_error(e->L);
 }
 
@@ -306,7 +316,16 @@ static void encode_userdata(encoder *e, int idx)
     refuse(e, what);
 }
 
+static void encode_value(encoder *e, int idx);
+
 static void encode(encoder *e, int idx)
+{
+    if (++e->depth > MAX_DEPTH) refuse(e, "a value nested more than 1000 tables or functions deep");
+    encode_value(e, idx);
+    e->depth--;
+}
+
+static void encode_value(encoder *e, int idx)
 {
     lua_State *L = e->L;
     luaL_checkstack(L, 8, "a value too deeply nested to send to a worker");
@@ -356,10 +375,13 @@ static wmsg *new_msg(lua_State *L)
 }
 
 /* Encodes the values at first..last into m.  known and classes: stack indices of the maps
- * of modules and classes, or 0 (data only: no functions, metatables or modules). */
-static void encode_values(lua_State *L, wmsg *m, int first, int last, int known, int classes, bool code)
+ * of modules and classes, or 0 (data only: no functions, metatables or modules).  root
+ * names the values in errors ("" for a table whose keys name them). */
+static void encode_values(lua_State *L, wmsg *m, int first, int last, int known, int classes, bool code,
+                          const char *root)
 {
     encoder e = { .L = L, .m = m, .known = known, .classes = classes, .code = code };
+    e.plen = (size_t)snprintf(e.path, sizeof e.path, "%s", root);
     lua_newtable(L);
     e.memo = lua_gettop(L);
     lua_newtable(L);
@@ -634,11 +656,13 @@ static int worker_open(lua_State *L)
 static int worker_encode(lua_State *L)
 {
     wmsg *m = lua_touserdata(L, 2);
-    encode_values(L, m, 1, 1, 0, 0, false);
+    encode_values(L, m, 1, 1, 0, 0, false, "batch");
+    encode_values(L, m, 3, 3, 0, 0, false, "");
     return 0;
 }
 
-/* Runs batch s on worker w's state: fetch(indices, batch), the result encoded into s->out. */
+/* Runs batch s on worker w's state: fetch(indices, batch) -> the batch and whether it is a
+ * sequence, both encoded into s->out. */
 static void worker_run(worker *w, pslot *s)
 {
     lua_State *L = w->L;
@@ -652,7 +676,7 @@ static void worker_run(worker *w, pslot *s)
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     lua_pushinteger(L, (lua_Integer)s->batch);
-    if (lua_pcall(L, 2, 1, 1) != LUA_OK) {
+    if (lua_pcall(L, 2, 2, 1) != LUA_OK) {
         set_error(s, lua_tostring(L, -1));
         s->state = S_FAILED;
         return;
@@ -660,9 +684,10 @@ static void worker_run(worker *w, pslot *s)
     /* encode in a protected call: a value that cannot be sent is an error of this batch */
     wmsg *m = new_msg(L);
     lua_pushcfunction(L, worker_encode);
-    lua_pushvalue(L, -3);
-    lua_pushvalue(L, -3);
-    if (lua_pcall(L, 2, 0, 1) != LUA_OK) {
+    lua_pushvalue(L, 2);
+    lua_pushvalue(L, 4);
+    lua_pushvalue(L, 3);
+    if (lua_pcall(L, 3, 0, 1) != LUA_OK) {
         set_error(s, lua_tostring(L, -1));
         s->state = S_FAILED;
     } else {
@@ -772,7 +797,7 @@ static int l_pool_new(lua_State *L)
     lua_Integer seed = luaL_checkinteger(L, 7);
     if (n < 1 || window < n) return luaL_error(L, "worker_pool: bad sizes (%d workers, window %d)", n, window);
     wmsg *m = new_msg(L);
-    encode_values(L, m, 1, 2, 3, 4, true);
+    encode_values(L, m, 1, 2, 3, 4, true, "");
 
     pool **pp = lua_newuserdatauv(L, sizeof *pp, 0);
     *pp = NULL;
@@ -838,7 +863,7 @@ static int l_pool_submit(lua_State *L)
     return 0;
 }
 
-/* pool:take(gid [, seconds]) -> the batch; nil and the message when the worker failed;
+/* pool:take(gid [, seconds]) -> {batch, is_sequence}; nil and the message when the worker failed;
  * false when it is not ready within seconds (so that the caller's hooks, Ctrl-C, run
  * between waits) */
 static int l_pool_take(lua_State *L)
@@ -881,8 +906,13 @@ static int l_pool_take(lua_State *L)
         msg_free(m);
         return 2;
     }
-    lua_newtable(L);
-    decode_value(L, m, true, -1);
+    lua_newtable(L);   /* the memo */
+    int memo = lua_gettop(L);
+    lua_createtable(L, 2, 0);
+    decode_value(L, m, true, memo);
+    lua_rawseti(L, -2, 1);
+    decode_value(L, m, true, memo);
+    lua_rawseti(L, -2, 2);
     msg_free(m);
     lt_account_memory(L);
     return 1;

@@ -253,6 +253,17 @@ describe('DataLoader workers over a Lua dataset', function()
     getmetatable(ds).__index.get = function(self, i) write(io.stdout, '') return torch.zeros(1) end
     expect_error(function() loader:iter() end, "<upvalue 'write'>",
       'a C function that is not part of a loaded module cannot be sent')
+    -- a chain too deep to copy
+    local deep, link = {}, nil
+    link = deep
+    for _ = 1, 1200 do link.next = {}; link = link.next end
+    ds.deep = deep
+    expect_error(function() loader:iter() end, 'dataset.deep.next.next', 'nested more than 1000')
+    ds.deep = nil
+    -- a batch holding what a worker cannot hand back
+    local odd = data.DataLoader(plain_dataset(4), { batch_size = 2, num_workers = 1,
+      collate_fn = function(items) return { items = items, f = print } end })
+    expect_error(function() odd:iter()() end, 'DataLoader worker 1 (batch 1)', 'batch.f: a function cannot be handed back')
     -- the same dataset is fine once the worker opens what it needs itself
     getmetatable(ds).__index.get = function(self, i) return torch.full({ 1 }, i) end
     assert.are.equal(2, #batches_of(loader))

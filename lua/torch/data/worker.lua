@@ -93,7 +93,8 @@ function M.get_worker_info()
   return info
 end
 
--- Called in worker `id` (1-based) with the copied payload; returns fetch(indices, batch).
+-- Called in worker `id` (1-based) with the copied payload; returns fetch(indices, batch),
+-- which returns the batch and whether it is a sequence (returned as several values).
 function M.setup(p, id)
   for k, v in pairs(p.globals) do rawset(_G, k, v) end
   torch.set_default_device(p.default_device)   -- the main state's, as a forked worker's
@@ -104,10 +105,7 @@ function M.setup(p, id)
   info = { id = id, num_workers = p.num_workers, seed = seed, dataset = p.dataset }
   if p.worker_init_fn then p.worker_init_fn(id) end
   local fetch = require('torch.data.loader').DataLoader.fetcher(p.dataset, p.collate_fn)
-  return function(indices, b)
-    local batch, sequence = fetch(indices, 1, #indices, b, 0)
-    return { batch, sequence }
-  end
+  return function(indices, b) return fetch(indices, 1, #indices, b, 0) end
 end
 
 return M
