@@ -146,6 +146,34 @@ describe('DataLoader workers over a Lua dataset', function()
     assert.are.equal(0, count)   -- the main state's count is untouched
   end)
 
+  it('send modules by name: the worker requires its own, from the main state\'s package.path', function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute('mkdir -p ' .. dir))
+    local f = assert(io.open(dir .. '/wspec_mod.lua', 'w'))
+    f:write("local M = { loads = 0 }\nM.loads = M.loads + 1\nfunction M.twice(x) return 2 * x end\nreturn M\n")
+    f:close()
+    local saved = package.path
+    package.path = dir .. '/?.lua;' .. package.path
+    local mod = require 'wspec_mod'
+    mod.loads = 10                                -- the main state's module state stays here
+    package.loaded.wspec_by_hand = { k = 3 }      -- no file: copied instead
+    local by_hand = package.loaded.wspec_by_hand
+    local ds = plain_dataset(4)
+    getmetatable(ds).__index.get = function(self, i)
+      return { mod.twice(i), mod.loads, by_hand.k, package.loaded.wspec_mod == mod }
+    end
+    local ok, got = pcall(batches_of, data.DataLoader(ds, { batch_size = 4, num_workers = 1,
+      collate_fn = function(items) return items end }))
+    package.path = saved
+    package.loaded.wspec_mod, package.loaded.wspec_by_hand = nil, nil
+    os.remove(dir .. '/wspec_mod.lua')
+    os.remove(dir)
+    assert(ok, got)
+    assert.are.same({ 2, 1, 3, true }, got[1][1])
+    assert.are.same({ 4, 1, 3, true }, got[1][2])
+  end)
+
   it('run worker_init_fn in each worker, and get_worker_info there (nil in the main state)', function()
     assert.is_nil(data.get_worker_info())
     local ds = plain_dataset(12)

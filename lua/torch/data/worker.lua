@@ -28,8 +28,15 @@ local function fresh_state()
   return fresh
 end
 
+-- Whether a worker's require(name) finds the module: built in, or on the search paths (a
+-- table put into package.loaded by hand is copied instead).
+local function findable(name)
+  return package.preload[name] ~= nil or package.searchpath(name, package.path) ~= nil
+    or package.searchpath(name, package.cpath) ~= nil
+end
+
 -- {[object] = 'm<module>' | 'f<module>\0<key>'}: what is sent by name.  Every module of
--- package.loaded (the worker requires it), and the fields of modules: for a module that a
+-- package.loaded that a worker can require, and the fields of modules: for a module that a
 -- fresh worker has loaded already, only the fields it has there (a field that the main
 -- state added, such as a class 'nn.MyLayer', is copied instead); for _G only those.
 local function known_objects()
@@ -53,7 +60,7 @@ local function known_objects()
   local later = {}
   for name, mod in pairs(package.loaded) do
     if type(mod) == 'table' and type(name) == 'string' then
-      if have[name] then add_module(name, mod) else later[#later + 1] = name end
+      if have[name] then add_module(name, mod) elseif findable(name) then later[#later + 1] = name end
     end
   end
   table.sort(later)
