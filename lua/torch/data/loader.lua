@@ -360,6 +360,12 @@ function DataLoader:_iter_workers(indices, nbatches, place, bar)
   local nw, bs, nidx = self.num_workers, self.batch_size, #indices
   local window = nw * self.prefetch
   local pool = rawget(self, '_pool')
+  if pool and not self.persistent_workers then
+    -- the workers of an epoch left without a loop's end: each epoch gets fresh ones
+    rawset(self, '_pool', nil)
+    pool:close()
+    pool = nil
+  end
   if pool then
     pool:cancel()   -- batches of an epoch left early
   else
