@@ -213,8 +213,26 @@ describe('DataLoader workers over a Lua dataset', function()
     local a, after_a = run()
     local b, after_b = run()
     same_batches(a, b)
-    assert.are.equal(after_a, after_b)   -- the workers leave the main stream alone
+    assert.are.equal(after_a, after_b)
     assert.is_false(torch.equal(a[1][1], a[2][1]))   -- the two workers draw differently
+    -- each epoch seeds the workers anew
+    local loader = data.DataLoader(ds, { batch_size = 2, num_workers = 2 })
+    assert.is_false(torch.equal(batches_of(loader)[1][1], batches_of(loader)[1][1]))
+    -- the workers leave the main stream alone: shuffled orders over epochs, and the draws
+    -- after them, are those of num_workers = 0
+    local squares = Squares(30, 2)
+    local function epochs(nw)
+      torch.manual_seed(77)
+      local l = data.DataLoader(squares, { batch_size = 4, shuffle = true, num_workers = nw })
+      local out = { batches_of(l), batches_of(l) }
+      return out, torch.rand(2)
+    end
+    local e0, r0 = epochs(0)
+    local e2, r2 = epochs(2)
+    same_batches(e0[1], e2[1])
+    same_batches(e0[2], e2[2])
+    assert.is_false(torch.equal(e0[1][1][1], e0[2][1][1]))   -- two epochs, two orders
+    assert.is_true(torch.equal(r0, r2))
     -- a worker's torch.manual_seed sets its own stream only
     torch.manual_seed(5)
     local want = torch.rand(3)

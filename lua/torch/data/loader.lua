@@ -353,6 +353,23 @@ function DataLoader.fetcher(ds, collate_fn)
   end
 end
 
+-- The epoch's base seed for the workers' streams (worker id seeds with base + id - 1): a
+-- draw at the current position of the loader's generator, or of the global stream, that
+-- does not advance it, so that the orders and every later draw are those of
+-- num_workers = 0.  The loader's epoch number moves it from epoch to epoch.
+local function base_seed(gen, epoch)
+  local seed, offset
+  if type(gen) == 'table' and math.type(rawget(gen, 'seed')) == 'integer' then
+    seed, offset = rawget(gen, 'seed'), rawget(gen, 'offset') or 0
+  elseif math.type(gen) == 'integer' then
+    seed, offset = gen, 0
+  else
+    seed, offset = require('torch._C').rng_reserve(0)
+  end
+  local draw = torch.randint(0, 1 << 53, { 1 }, { dtype = 'int64', generator = { seed = seed, offset = offset + 64 * epoch } })
+  return draw:item()
+end
+
 -- The batches of an epoch made by the worker threads: batch k goes to worker
 -- (k - 1) % num_workers + 1, at most `prefetch` batches per worker ahead of the caller, and
 -- the caller takes them strictly in order.
@@ -371,8 +388,7 @@ function DataLoader:_iter_workers(indices, nbatches, place, bar)
   else
     pool = require('torch.data.worker').start {
       dataset = self.dataset, collate_fn = self.collate_fn, worker_init_fn = self.worker_init_fn,
-      num_workers = nw, window = window,
-      base_seed = torch.randint(0, 2 ^ 53, { 1 }, { dtype = 'int64' }):item(),
+      num_workers = nw, window = window, base_seed = base_seed(self.generator, rawget(self, '_epoch') or 0),
     }
     rawset(self, '_pool', pool)
   end
