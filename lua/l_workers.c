@@ -109,7 +109,8 @@ static size_t path_push_key(encoder *e, int idx)
     char part[96];
     if (lua_type(e->L, idx) == LUA_TSTRING) {
         const char *k = lua_tostring(e->L, idx);
-        bool ident = (k[0] < '0' || k[0] > '9') && k[0] && strspn(k, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == strlen(k);
+        static const char word[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_";
+        bool ident = k[0] && (k[0] < '0' || k[0] > '9') && strspn(k, word) == strlen(k);
         if (ident) snprintf(part, sizeof part, old ? ".%s" : "%s", k);
         else snprintf(part, sizeof part, "['%.80s']", k);
     } else if (lua_isinteger(e->L, idx)) {

@@ -366,8 +366,8 @@ local function base_seed(gen, epoch)
   else
     seed, offset = require('torch._C').rng_reserve(0)
   end
-  local draw = torch.randint(0, 1 << 53, { 1 }, { dtype = 'int64', generator = { seed = seed, offset = offset + 64 * epoch } })
-  return draw:item()
+  local at = { seed = seed, offset = offset + 64 * epoch }
+  return torch.randint(0, 1 << 53, { 1 }, { dtype = 'int64', generator = at }):item()
 end
 
 -- The batches of an epoch made by the worker threads: batch k goes to worker
