@@ -907,13 +907,13 @@ static int l_pool_take(lua_State *L)
         msg_free(m);
         return 2;
     }
-    lua_newtable(L);   /* the memo */
-    int memo = lua_gettop(L);
     lua_createtable(L, 2, 0);
-    decode_value(L, m, true, memo);
-    lua_rawseti(L, -2, 1);
-    decode_value(L, m, true, memo);
-    lua_rawseti(L, -2, 2);
+    for (int k = 1; k <= 2; k++) {   /* the batch and its flag were encoded one by one */
+        lua_newtable(L);
+        decode_value(L, m, true, -1);
+        lua_rawseti(L, -3, k);
+        lua_pop(L, 1);
+    }
     msg_free(m);
     lt_account_memory(L);
     return 1;
