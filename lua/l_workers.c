@@ -7,9 +7,10 @@
  * functions travel as their bytecode (string.dump) with their upvalues copied the same way
  * (the _ENV upvalue becomes the receiving state's globals, shared upvalues stay shared);
  * modules and their fields are sent by name and looked up in the receiving state; classes
- * made with torch.class are registered again there; tensors are passed by reference (the
- * message holds a reference, no copy).  Anything else (a file handle, a coroutine, other
- * userdata, a C function that no module holds) is refused, naming where it was found.
+ * made with torch.class are registered again there; tensors are passed by reference (a
+ * header of their own over the same storage, no copy).  Anything else (a file handle, a
+ * coroutine, other userdata, a C function that no module holds) is refused, naming where
+ * it was found.
  *
  * The main state submits batches (a list of dataset indices each) to the worker chosen by
  * the loader; batch g lives in slot g % window until the main state takes it, in order.
@@ -294,8 +295,11 @@ static void encode_userdata(encoder *e, int idx)
             e->m->ts = ts;
             e->m->capts = cap;
         }
-        dp_tensor_retain(*slot);
-        e->m->ts[e->m->nts++] = *slot;
+        /* a header of its own over the same storage: the other thread may change its
+         * header (requires_grad, grad, resize_) while this one reads it */
+        dp_tensor *t = dp_detach(*slot);
+        if (!t) lt_raise(L);
+        e->m->ts[e->m->nts++] = t;
         put_byte(e, T_TENSOR);
         put_int(e, e->m->nts - 1);
         remember(e, idx);
