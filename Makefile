@@ -217,7 +217,7 @@ tsan:
 	$(MAKE) -j2 BUILD=$(TSAN_BUILD) CUDA=0 OPT=-O1 SAN="-fsanitize=thread -fno-omit-frame-pointer" all
 	$(TSAN_RUN) $(TSAN_BUILD)/examples/embed/threads
 	$(TSAN_RUN) $(TSAN_BUILD)/examples/embed/grad_mode
-	$(TSAN_RUN) BUILD=$(TSAN_BUILD) LUA="$(abspath $(TSAN_BUILD))/dplua" spec/gpu/specs cpu data embed
+	$(TSAN_RUN) BUILD=$(TSAN_BUILD) LUA="$(abspath $(TSAN_BUILD))/dplua" spec/gpu/specs cpu data data_workers embed
 
 env:
 	@echo 'export LUA_CPATH="$(abspath $(BUILD))/lua/?.so;;"'

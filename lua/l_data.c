@@ -337,5 +337,6 @@ int dplua_open_data(lua_State *L)
     }
     lua_pop(L, 1);
     luaL_newlib(L, data_functions);
+    dplua_data_workers(L);
     return 1;
 }

@@ -106,6 +106,7 @@ int lt_clock(lua_State *L);
  * _C.data, _C.dist ...). */
 int dplua_open_core(lua_State *L);     /* pushes the _C table */
 int dplua_open_data(lua_State *L);     /* pushes a table: loaders, serialization */
+void dplua_data_workers(lua_State *L); /* adds the Lua-dataset workers to that table (l_workers.c) */
 int dplua_open_dist(lua_State *L);     /* pushes a table: process group, collectives */
 int dplua_open_parallel(lua_State *L); /* pushes a table: scatter, gather, broadcast */
 /* Gives the state its grad mode and makes every C function in the _C table at c_table, and

@@ -541,7 +541,7 @@ describe('DataLoader over a TensorDataset', function()
     assert.are.equal(10, n)
   end)
 
-  it('accepts num_workers for a dataset written in Lua (items fetched on the caller\'s thread)', function()
+  it('gives a dataset written in Lua the same batches with num_workers (worker threads, spec/data_workers_spec.lua)', function()
     torch.manual_seed(3)
     local rd = RandomDataset(3, 50)
     local a = epoch_ids(data.DataLoader(rd, { batch_size = 7, sampler = data.RandomSampler(rd, { generator = { seed = 1 } }) }), rd)

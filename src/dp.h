@@ -170,6 +170,9 @@ void dp_manual_seed(uint64_t seed);
 uint64_t dp_initial_seed(void);
 /* Reserves n counters of the global stream and returns the first. */
 uint64_t dp_rng_reserve(uint64_t n);
+/* on: this thread draws from a stream of its own, starting at (seed, 0), which its
+ * dp_manual_seed sets from then on; off: back to the global stream. */
+void dp_rng_thread_stream(bool on, uint64_t seed);
 dp_tensor *dp_rand(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev);
 dp_tensor *dp_randn(int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev);
 dp_tensor *dp_randint(int64_t low, int64_t high, int ndim, const int64_t *sizes, dp_dtype dt, dp_device dev);

@@ -14,9 +14,31 @@
 static atomic_uint_least64_t g_seed = DEFAULT_SEED;
 static atomic_uint_least64_t g_offset;
 
-void dp_manual_seed(uint64_t seed) { atomic_store(&g_seed, seed); atomic_store(&g_offset, 0); }
-uint64_t dp_initial_seed(void) { return atomic_load(&g_seed); }
-uint64_t dp_rng_reserve(uint64_t n) { return atomic_fetch_add(&g_offset, n); }
+/* A thread may have a stream of its own (a DataLoader worker, as PyTorch's worker
+ * processes each have theirs): its torch.manual_seed then leaves the global one alone. */
+static _Thread_local struct { bool on; uint64_t seed, offset; } t_stream;
+
+void dp_rng_thread_stream(bool on, uint64_t seed)
+{
+    t_stream.on = on;
+    t_stream.seed = seed;
+    t_stream.offset = 0;
+}
+
+void dp_manual_seed(uint64_t seed)
+{
+    if (t_stream.on) { t_stream.seed = seed; t_stream.offset = 0; return; }
+    atomic_store(&g_seed, seed);
+    atomic_store(&g_offset, 0);
+}
+
+uint64_t dp_initial_seed(void) { return t_stream.on ? t_stream.seed : atomic_load(&g_seed); }
+
+uint64_t dp_rng_reserve(uint64_t n)
+{
+    if (t_stream.on) { uint64_t off = t_stream.offset; t_stream.offset += n; return off; }
+    return atomic_fetch_add(&g_offset, n);
+}
 
 /* t filled from the stream (seed, off): element i (row-major) from Philox counter off + i */
 static int fill_stream(dp_tensor *t, dp_rng_dist dist, double a, double b, uint64_t seed, uint64_t off)

@@ -94,6 +94,12 @@ function class.new(name, parent)
   local cls = {}
   cls.__index = cls
   cls.__name = name
+  return class.adopt(cls, name, pcls), pcls
+end
+
+-- Registers cls as the class called name, child of pcls: class.new's work on a table
+-- that holds the class already (a DataLoader worker's copy of a class of the main state).
+function class.adopt(cls, name, pcls)
   by_name[name] = cls
   names[cls] = name
   parents[cls] = pcls
@@ -110,7 +116,14 @@ function class.new(name, parent)
   else
     rawset(_G, name, cls)
   end
-  return cls, pcls
+  return cls
+end
+
+-- every class made so far: {[cls] = {name, parent}}
+function class.registry()
+  local out = {}
+  for cls, name in pairs(names) do out[cls] = { name, parents[cls] } end
+  return out
 end
 
 -- the class name of an instance, or nil

@@ -16,6 +16,7 @@ data.WeightedRandomSampler = sampler.WeightedRandomSampler
 data.DistributedSampler = sampler.DistributedSampler
 data.default_collate = collate.default_collate
 data.DataLoader = loader.DataLoader
+data.get_worker_info = require('torch.data.worker').get_worker_info
 
 -- Subset, ConcatDataset, random_split, IterableDataset, BatchSampler
 for k, v in pairs(require 'torch.data.subsets') do data[k] = v end

@@ -6,7 +6,9 @@
 -- A TensorDataset is batched by the engine, one call per batch (rows gathered by index
 -- into a new batch tensor); with num_workers = N, N engine threads assemble batches ahead
 -- of the caller, in the same order as without them.  Any other dataset is read with
--- get(i) on the caller's thread and its items collated with collate_fn.
+-- get(i) and its items collated with collate_fn: on the caller's thread, or with
+-- num_workers = N by N worker threads, each with its own Lua state holding a copy of the
+-- dataset (torch/data/worker.lua), batch k made by worker k % N as in PyTorch.
 local torch = require 'torch'
 local C = require('torch._C').data
 local Dataset = require('torch.data.dataset').Dataset
@@ -22,7 +24,7 @@ local DataLoader = torch.class('torch.data.DataLoader')
 local DEFAULTS = {
   batch_size = 1, shuffle = false, drop_last = false, sampler = false, collate_fn = false,
   num_workers = 0, prefetch = 2, pin_memory = false, device = false, generator = false,
-  progress = false,
+  progress = false, worker_init_fn = false, persistent_workers = false,
 }
 
 local function show(v)
@@ -91,6 +93,14 @@ function DataLoader:__init(dataset, opts)
   end
   self.pin_memory = check_boolean('pin_memory', opts.pin_memory or false)
   self.progress = check_boolean('progress', opts.progress or false)
+  self.persistent_workers = check_boolean('persistent_workers', opts.persistent_workers or false)
+  if self.persistent_workers and self.num_workers == 0 then
+    error('DataLoader: persistent_workers = true needs worker threads (num_workers > 0)', 3)
+  end
+  if opts.worker_init_fn ~= nil and type(opts.worker_init_fn) ~= 'function' then
+    error(('DataLoader: worker_init_fn must be a function, got %s'):format(show(opts.worker_init_fn)), 3)
+  end
+  self.worker_init_fn = opts.worker_init_fn
   if opts.collate_fn ~= nil and type(opts.collate_fn) ~= 'function' then
     error(('DataLoader: collate_fn must be a function, got %s'):format(show(opts.collate_fn)), 3)
   end
@@ -195,6 +205,11 @@ function DataLoader:close()
     eng:close()
     rawset(self, '_eng', nil)
   end
+  local pool = rawget(self, '_pool')
+  if pool ~= nil then
+    rawset(self, '_pool', nil)
+    pool:close()
+  end
 end
 
 local function check_index(i, n, b)
@@ -275,22 +290,37 @@ function DataLoader:iter()
     end, nil, nil, closer
   end
 
-  local ds, n, nidx = self.dataset, Dataset.length(self.dataset), #indices
-  local collate_fn = self.collate_fn
+  if self.num_workers > 0 then return self:_iter_workers(indices, nbatches, place, bar) end
+
+  local fetch, nidx = DataLoader.fetcher(self.dataset, self.collate_fn), #indices
   return function()
     if b >= nbatches then
       if bar then bar:finish() end
       return nil
     end
     b = b + 1
-    local first, last = (b - 1) * bs + 1, math.min(b * bs, nidx)
+    local batch, sequence = fetch(indices, (b - 1) * bs + 1, math.min(b * bs, nidx), b, 3)
+    batch = place(batch)
+    if bar then bar:step(b) end
+    if sequence then return table.unpack(batch, 1, #batch) end
+    return batch
+  end, nil, nil, closer
+end
+
+-- fetch(indices, first, last, b, level) -> the batch of the dataset items at
+-- indices[first..last] (batch number b), collated, and whether it is a sequence to return
+-- as multiple values; errors are raised at `level`.  Used on the caller's thread and in
+-- the workers.
+function DataLoader.fetcher(ds, collate_fn)
+  local n = Dataset.length(ds)
+  return function(indices, first, last, b, level)
     local items, m = {}, 0
     for j = first, last do
       local i = indices[j]
       if mtype(i) ~= 'integer' or i < 1 or i > n then i = check_index(i, n, b) end
       local item = ds:get(i)
       if item == nil then
-        error(('DataLoader: dataset:get(%d) returned nil'):format(i), 2)
+        error(('DataLoader: dataset:get(%d) returned nil'):format(i), level)
       end
       m = m + 1
       items[m] = item
@@ -300,7 +330,7 @@ function DataLoader:iter()
       batch = collate_fn(items)
       if batch == nil then
         error(('DataLoader: collate_fn returned nil for batch %d (dataset indices %s); it must return the batch')
-          :format(b, table.concat(indices, ', ', first, math.min(last, first + 7)) .. (last > first + 7 and ', ...' or '')), 2)
+          :format(b, table.concat(indices, ', ', first, math.min(last, first + 7)) .. (last > first + 7 and ', ...' or '')), level)
       end
     else
       local ok, res
@@ -315,16 +345,98 @@ function DataLoader:iter()
           for j = first, last do ids[#ids + 1] = indices[j] end
           ok, res = pcall(collate.default_collate, items, ids)
         end
-        if not ok then error('DataLoader: ' .. tostring(res), 2) end
+        if not ok then error('DataLoader: ' .. tostring(res), level) end
       end
       batch = res
     end
-    batch = place(batch)
+    return batch, collate.is_sequence(batch) and (collate_fn ~= nil or collate.is_sequence(items[1]))
+  end
+end
+
+-- The epoch's base seed for the workers' streams (worker id seeds with base + id - 1): a
+-- draw at the current position of the loader's generator, or of the global stream, that
+-- does not advance it, so that the orders and every later draw are those of
+-- num_workers = 0.  The loader's epoch number moves it from epoch to epoch.
+local function base_seed(gen, epoch)
+  local seed, offset
+  if type(gen) == 'table' and math.type(rawget(gen, 'seed')) == 'integer' then
+    seed, offset = rawget(gen, 'seed'), rawget(gen, 'offset') or 0
+  elseif math.type(gen) == 'integer' then
+    seed, offset = gen, 0
+  else
+    seed, offset = require('torch._C').rng_reserve(0)
+  end
+  local at = { seed = seed, offset = offset + 64 * epoch }
+  return torch.randint(0, 1 << 53, { 1 }, { dtype = 'int64', generator = at }):item()
+end
+
+-- The batches of an epoch made by the worker threads: batch k goes to worker
+-- (k - 1) % num_workers + 1, at most `prefetch` batches per worker ahead of the caller, and
+-- the caller takes them strictly in order.
+function DataLoader:_iter_workers(indices, nbatches, place, bar)
+  local nw, bs, nidx = self.num_workers, self.batch_size, #indices
+  local window = nw * self.prefetch
+  local pool = rawget(self, '_pool')
+  if pool and not self.persistent_workers then
+    -- the workers of an epoch left without a loop's end: each epoch gets fresh ones
+    rawset(self, '_pool', nil)
+    pool:close()
+    pool = nil
+  end
+  if pool then
+    pool:cancel()   -- batches of an epoch left early
+  else
+    pool = require('torch.data.worker').start {
+      dataset = self.dataset, collate_fn = self.collate_fn, worker_init_fn = self.worker_init_fn,
+      num_workers = nw, window = window, base_seed = base_seed(self.generator, rawget(self, '_epoch') or 0),
+    }
+    rawset(self, '_pool', pool)
+  end
+  local epoch = (rawget(self, '_epoch') or 0) + 1
+  rawset(self, '_epoch', epoch)
+  local base = rawget(self, '_gid') or 0   -- batch numbers keep growing across epochs
+  rawset(self, '_gid', base + nbatches)
+  local persistent = self.persistent_workers
+  local function finish()
+    if rawget(self, '_pool') ~= pool then return end
+    if persistent then
+      pool:cancel()
+    else
+      rawset(self, '_pool', nil)
+      pool:close()
+    end
+  end
+  local function submit(k)
+    local list = table.move(indices, (k - 1) * bs + 1, math.min(k * bs, nidx), 1, {})
+    pool:submit(base + k, (k - 1) % nw + 1, k, list)
+  end
+  for k = 1, math.min(window, nbatches) do submit(k) end
+  local b = 0
+  -- the generic for's closing value: a `break` (or an error) stops or idles the workers
+  local ender = setmetatable({}, { __close = function()
+    if bar then bar:finish() end
+    if rawget(self, '_epoch') == epoch then finish() end
+  end })
+  return function()
+    if b >= nbatches then
+      if bar then bar:finish() end
+      if rawget(self, '_epoch') == epoch then finish() end
+      return nil
+    end
+    if rawget(self, '_epoch') ~= epoch or rawget(self, '_pool') ~= pool then
+      error('DataLoader: this iterator was ended by a later loader:iter() or loader:close()', 2)
+    end
+    b = b + 1
+    -- take returns to Lua between waits, so that Ctrl-C can stop the loop
+    local r, err
+    repeat r, err = pool:take(base + b) until r ~= false
+    if b + window <= nbatches then submit(b + window) end   -- also after a failed batch
+    if r == nil then error(err, 0) end
+    local batch = place(r[1])
     if bar then bar:step(b) end
-    local sequence = collate.is_sequence(batch) and (collate_fn ~= nil or collate.is_sequence(items[1]))
-    if sequence then return table.unpack(batch, 1, #batch) end
+    if r[2] then return table.unpack(batch, 1, #batch) end
     return batch
-  end, nil, nil, closer
+  end, nil, nil, ender
 end
 
 return { DataLoader = DataLoader }
