@@ -695,7 +695,12 @@ static bool driver_new_enough(cudaError_t count_error, char *err, size_t errlen)
 {
 #ifdef CUDART_VERSION
     int driver = 0;
-    if (cudaDriverGetVersion(&driver) != cudaSuccess || driver <= 0) return true;  /* no driver: said elsewhere */
+    if (cudaDriverGetVersion(&driver) != cudaSuccess) return true;
+    if (driver <= 0) {   /* the runtime calls a missing driver an insufficient one */
+        if (count_error != cudaErrorInsufficientDriver) return true;
+        if (err) snprintf(err, errlen, "no NVIDIA driver was found (libcuda.so.1 cannot be loaded)");
+        return false;
+    }
     if (driver >= CUDART_VERSION / 1000 * 1000 && count_error != cudaErrorInsufficientDriver) return true;
     if (err)
         snprintf(err, errlen,
