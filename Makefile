@@ -138,7 +138,10 @@ endef
 write_pc = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBS@|$(LIBS)|g' -e 's|@VERSION@|$(VERSION)|g' tools/dplua.pc.in > $(1)
 
 # ------------------------------------------------------------------ CUDA backend (run-time loaded)
-NVCCFLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC -gencode arch=compute_90,code=sm_90 \
+# A fat binary: machine code for Ampere (sm_80: A100) and Hopper (sm_90: H100, H200), and
+# sm_90 PTX that the driver compiles for newer GPUs when the library is first loaded.
+NVCCFLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC -gencode arch=compute_80,code=sm_80 \
+             -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90 -I. -Isrc
 CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
 $(BUILD)/obj/kernels/%.o: kernels/%.cu $(wildcard kernels/*.h kernels/*.cuh src/*.h src/*.def)

@@ -945,6 +945,34 @@ static const dp_backend g_cuda_backend = {
     /* check_indices        */ dp_cuda_check_indices,
 };
 
+/* A driver older than the runtime this library was built with fails every call with
+ * cudaErrorInsufficientDriver; say so once, with both versions, instead.  The runtime runs
+ * on any driver of its major version (CUDA's minor version compatibility); a driver of an
+ * older major version cannot run it.  Returns false with the message in err. */
+static bool driver_new_enough(cudaError_t count_error, char *err, size_t errlen)
+{
+#ifdef CUDART_VERSION
+    int driver = 0;
+    if (cudaDriverGetVersion(&driver) != cudaSuccess) return true;
+    if (driver <= 0) {   /* the runtime calls a missing driver an insufficient one */
+        if (count_error != cudaErrorInsufficientDriver) return true;
+        if (err) snprintf(err, errlen, "no NVIDIA driver was found (libcuda.so.1 cannot be loaded)");
+        return false;
+    }
+    if (driver >= CUDART_VERSION / 1000 * 1000 && count_error != cudaErrorInsufficientDriver) return true;
+    if (err)
+        snprintf(err, errlen,
+                 "the NVIDIA driver supports CUDA %d.%d but dplua was built with CUDA %d.%d: update the driver "
+                 "to one for CUDA %d.%d or newer, or rebuild libdplua_cuda.so with a CUDA toolkit the driver supports",
+                 driver / 1000, driver % 1000 / 10, CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10,
+                 CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
+    return false;
+#else
+    (void)count_error; (void)err; (void)errlen;
+    return true;
+#endif
+}
+
 extern "C" const dp_backend *dp_cuda_backend_init(const dp_backend_host *host, int *device_count, char *err,
                                                    size_t errlen)
 {
@@ -976,6 +1004,7 @@ extern "C" const dp_backend *dp_cuda_backend_init(const dp_backend_host *host, i
     }
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
+    if (!driver_new_enough(e, err, errlen)) return NULL;
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         if (err) snprintf(err, errlen, "%s", cudaGetErrorString(e));
