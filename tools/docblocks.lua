@@ -32,7 +32,9 @@ local page_mods = marker(text, true)
 local ready = {}
 local function prepare(mods)
   for _, m in ipairs(mods or {}) do
-    if not ready[m] then rawset(env, m, require(m)); ready[m] = true end
+    -- in the real globals (env reads them), as a script's `torch = require 'torch'` puts
+    -- them, so DataLoader workers find them too
+    if not ready[m] then rawset(_G, m, require(m)); ready[m] = true end
   end
 end
 
