@@ -16,12 +16,13 @@ int dp_lstm_cell(dp_tensor *gates, dp_tensor *c_prev, dp_tensor **h, dp_tensor *
 dp_tensor *dp_gru_cell(dp_tensor *gi, dp_tensor *gh, dp_tensor *h_prev);
 
 /* the CPU backend's entries (src/backend.h) */
-int cpu_lstm_cell(const dp_view *hc, const dp_view *gates, const dp_view *c_prev, int64_t batch, int64_t hidden);
-int cpu_lstm_cell_backward(const dp_view *ggates, const dp_view *gc_prev, const dp_view *ghc, const dp_view *gates,
+int cpu_lstm_cell(const dp_view *hc, const dp_view *act, const dp_view *gates, const dp_view *c_prev, int64_t batch,
+                  int64_t hidden);
+int cpu_lstm_cell_backward(const dp_view *ggates, const dp_view *gc_prev, const dp_view *ghc, const dp_view *act,
                            const dp_view *c_prev, int64_t batch, int64_t hidden);
-int cpu_gru_cell(const dp_view *h, const dp_view *gi, const dp_view *gh, const dp_view *h_prev, int64_t batch,
-                 int64_t hidden);
+int cpu_gru_cell(const dp_view *h, const dp_view *act, const dp_view *gi, const dp_view *gh, const dp_view *h_prev,
+                 int64_t batch, int64_t hidden);
 int cpu_gru_cell_backward(const dp_view *ggi, const dp_view *ggh, const dp_view *gh_prev, const dp_view *gout,
-                          const dp_view *gi, const dp_view *gh, const dp_view *h_prev, int64_t batch, int64_t hidden);
+                          const dp_view *act, const dp_view *h_prev, int64_t batch, int64_t hidden);
 
 #endif
