@@ -943,6 +943,11 @@ static const dp_backend g_cuda_backend = {
     /* host_syncs           */ cuda_host_syncs,
     /* device-side index checks */
     /* check_indices        */ dp_cuda_check_indices,
+    /* recurrent cells */
+    /* lstm_cell            */ dp_cuda_lstm_cell,
+    /* lstm_cell_backward   */ dp_cuda_lstm_cell_backward,
+    /* gru_cell             */ dp_cuda_gru_cell,
+    /* gru_cell_backward    */ dp_cuda_gru_cell_backward,
 };
 
 /* A driver older than the runtime this library was built with fails every call with

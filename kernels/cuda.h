@@ -140,6 +140,18 @@ DP_CUDA_INTERNAL int dp_cuda_sdpa_backward(const dp_sdpa_params *p, const dp_vie
                                            const dp_view *k, const dp_view *v, const dp_view *out,
                                            const dp_view *lse);
 
+/* ---- rnn_cell.cu (see src/backend.h) */
+DP_CUDA_INTERNAL int dp_cuda_lstm_cell(const dp_view *hc, const dp_view *act, const dp_view *gates,
+                                       const dp_view *c_prev, int64_t batch, int64_t hidden);
+DP_CUDA_INTERNAL int dp_cuda_lstm_cell_backward(const dp_view *ggates, const dp_view *gc_prev, const dp_view *ghc,
+                                                const dp_view *act, const dp_view *c_prev, int64_t batch,
+                                                int64_t hidden);
+DP_CUDA_INTERNAL int dp_cuda_gru_cell(const dp_view *h, const dp_view *act, const dp_view *gi, const dp_view *gh,
+                                      const dp_view *h_prev, int64_t batch, int64_t hidden);
+DP_CUDA_INTERNAL int dp_cuda_gru_cell_backward(const dp_view *ggi, const dp_view *ggh, const dp_view *gh_prev,
+                                               const dp_view *gout, const dp_view *act, const dp_view *h_prev,
+                                               int64_t batch, int64_t hidden);
+
 #ifdef __cplusplus
 }
 #endif

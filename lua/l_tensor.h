@@ -27,6 +27,7 @@ extern const luaL_Reg lt_op_functions[];      /* l_ops.c: torch.* only (where) *
 extern const luaL_Reg lt_grad_functions[];    /* l_grad.c: torch.no_grad ... */
 extern const luaL_Reg lt_vision_functions[];  /* l_vision.c: torch._C.pool2d */
 extern const luaL_Reg lt_attention_functions[];  /* l_attention.c: torch._C.sdpa */
+extern const luaL_Reg lt_rnn_cell_functions[];   /* l_rnn_cell.c: torch._C.lstm_cell, gru_cell */
 extern const luaL_Reg lt_sort_functions[];    /* l_sort.c: sort, topk, cumsum ... */
 extern const luaL_Reg lt_function_functions[]; /* l_function.c: custom_attach, autograd_grad */
 extern const luaL_Reg lt_random_functions[];   /* l_random.c: draws from a given stream */

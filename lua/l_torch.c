@@ -795,6 +795,7 @@ int dplua_open_core(lua_State *L)
     luaL_setfuncs(L, lt_grad_functions, 0);
     luaL_setfuncs(L, lt_vision_functions, 0);
     luaL_setfuncs(L, lt_attention_functions, 0);
+    luaL_setfuncs(L, lt_rnn_cell_functions, 0);
     luaL_setfuncs(L, lt_function_functions, 0);
     luaL_setfuncs(L, lt_random_functions, 0);
     luaL_setfuncs(L, lt_linalg_functions, 0);

@@ -161,3 +161,94 @@ describe('recurrent layers', function()
     error_matches(function() nn.GRU(3, 4, { dropout = 2 }) end, 'nn.GRU: dropout should be a number in [0, 1], got 2')
   end)
 end)
+
+-- The fused steps the layers above run on (torch._C.lstm_cell, torch._C.gru_cell) against
+-- PyTorch's composition of chunk, sigmoid, tanh, mul and add (spec/fixtures/rnn_cell.lua,
+-- written by spec/fixtures/make_rnn_cell.py), float64 gradchecks and their errors.
+describe('fused LSTM and GRU steps', function()
+  local C = require 'torch._C'
+  local cells = dofile('spec/fixtures/rnn_cell.lua')
+  local ops = { lstm = C.lstm_cell, gru = C.gru_cell }
+
+  local function check_case(kind, dtype, make)
+    local c = cells[kind .. '_' .. dtype]
+    local tol = dtype == 'float64' and 1e-12 or 1e-5
+    local xs, args = {}, {}
+    for i, v in ipairs(c.inputs) do
+      xs[i] = torch.tensor(v, { dtype = dtype, requires_grad = true })
+      args[i] = make and make(xs[i]) or xs[i]
+    end
+    local outs = { ops[kind](table.unpack(args)) }
+    assert.are.equal(#c.outs, #outs, kind .. ': result count')
+    local loss
+    for i, o in ipairs(outs) do
+      close(o, c.outs[i], ('%s %s result %d'):format(kind, dtype, i), tol)
+      local l = (o * torch.tensor(c.ups[i], { dtype = dtype })):sum()
+      loss = loss and loss + l or l
+    end
+    loss:backward()
+    for i, x in ipairs(xs) do close(x.grad, c.grads[i], ('%s %s grad of input %d'):format(kind, dtype, i), tol) end
+  end
+
+  for _, dtype in ipairs({ 'float64', 'float32' }) do
+    for _, kind in ipairs({ 'lstm', 'gru' }) do
+      it(("match PyTorch's composition (%s, %s)"):format(kind, dtype), function() check_case(kind, dtype) end)
+    end
+  end
+
+  it('take non-contiguous inputs', function()
+    -- the same values through transposed copies: strides [1, batch]
+    local function strided(x) return x:t():contiguous():t() end
+    check_case('lstm', 'float64', strided)
+    check_case('gru', 'float64', strided)
+  end)
+
+  it('pass float64 gradchecks, with either LSTM result unused', function()
+    local function r(a, b) return torch.randn(a, b, { dtype = 'float64', requires_grad = true }) end
+    local gates, c0 = r(3, 8), r(3, 2)
+    local gradcheck = torch.autograd.gradcheck
+    assert.is_true(gradcheck(function(a, b)
+      local h, c = C.lstm_cell(a, b)
+      return { h, c }
+    end, { gates, c0 }))
+    assert.is_true(gradcheck(function(a, b) return (C.lstm_cell(a, b)) end, { gates, c0 }))
+    assert.is_true(gradcheck(function(a, b) return select(2, C.lstm_cell(a, b)) end, { gates, c0 }))
+    assert.is_true(gradcheck(function(a) return (C.lstm_cell(a, c0:detach())) end, { gates }))
+    local gi, gh, h0 = r(3, 6), r(3, 6), r(3, 2)
+    assert.is_true(gradcheck(function(a, b, c) return C.gru_cell(a, b, c) end, { gi, gh, h0 }))
+    assert.is_true(gradcheck(function(c) return C.gru_cell(gi:detach(), gh:detach(), c) end, { h0 }))
+  end)
+
+  it('run the float16 and bfloat16 layers in float32', function()
+    local c = ref.lstmcell
+    for _, dtype in ipairs({ 'float16', 'bfloat16' }) do
+      local m = build(c):to(dtype)
+      local h, cn = m(torch.tensor(c.x, { dtype = dtype }), {
+        torch.tensor(c.states[1], { dtype = dtype }), torch.tensor(c.states[2], { dtype = dtype }) })
+      assert.are.equal(dtype, h.dtype)
+      close(h:double(), c.outs[1], 'LSTMCell ' .. dtype .. ' h', 5e-2)
+      close(cn:double(), c.outs[2], 'LSTMCell ' .. dtype .. ' c', 5e-2)
+    end
+  end)
+
+  it('give empty results for an empty batch', function()
+    local h, c = C.lstm_cell(torch.randn(0, 8), torch.randn(0, 2))
+    assert.are.same({ 0, 2 }, h:size():totable())
+    assert.are.same({ 0, 2 }, c:size():totable())
+    assert.are.same({ 0, 3 }, C.gru_cell(torch.randn(0, 9), torch.randn(0, 9), torch.randn(0, 3)):size():totable())
+  end)
+
+  it('name what was wrong with a bad input', function()
+    error_matches(function() C.lstm_cell(torch.randn(3, 7), torch.randn(3, 2)) end,
+      'lstm_cell: expected gates of shape [batch, 4 * hidden_size], got [3, 7]')
+    error_matches(function() C.lstm_cell(torch.randn(3, 8), torch.randn(2, 2)) end,
+      'lstm_cell: expected c_prev of shape [3, 2], got [2, 2]')
+    error_matches(function() C.lstm_cell(torch.randn(8), torch.randn(2)) end, 'got [8]')
+    error_matches(function() C.gru_cell(torch.randn(3, 6), torch.randn(3, 6, { dtype = 'float64' }), torch.randn(3, 2)) end,
+      'gru_cell: gh must have the dtype of the first input (float32), got float64')
+    error_matches(function() C.gru_cell(torch.randn(3, 6), torch.randn(3, 3), torch.randn(3, 2)) end,
+      'gru_cell: expected gh of shape [3, 6], got [3, 3]')
+    error_matches(function() C.gru_cell(torch.ones(3, 6, { dtype = 'int64' }), torch.randn(3, 6), torch.randn(3, 2)) end,
+      'gru_cell: expected gi of dtype float32 or float64, got int64')
+  end)
+end)

@@ -229,6 +229,26 @@ typedef struct dp_backend {
      * printf format taking the bad value + 1 and its position + 1 (two long longs);
      * CUDA_LAUNCH_BLOCKING=1 reports it here.  The kernels that use idx skip bad values. */
     int (*check_indices)(const dp_view *idx, int64_t limit, const char *msg);
+    /* ---- recurrent cells (rnn_cell.c, cpu_rnn_cell.c, kernels/rnn_cell.cu): one LSTM or GRU
+     * step's gate arithmetic, elementwise over [batch, H]; all views contiguous and of one
+     * float dtype (float32 or float64).  The forwards also write the activations the
+     * backwards need into act (NULL: no backward), so the backwards compute no exp or tanh;
+     * a NULL gradient is not wanted.
+     * lstm_cell: gates [batch, 4H] (i, f, g, o before activation), c_prev [batch, H] ->
+     * hc [2, batch, H] (h, then c) and act [batch, 5H] (sigmoid i, sigmoid f, tanh g,
+     * sigmoid o, tanh c); its backward takes ghc [2, batch, H] and writes ggates [batch, 4H]
+     * and gc_prev [batch, H].
+     * gru_cell: gi, gh [batch, 3H] (r, z, n), h_prev [batch, H] -> h [batch, H] and act
+     * [batch, 4H] (r, z, n, h_n); its backward takes gout [batch, H] and writes ggi, ggh
+     * [batch, 3H] and gh_prev [batch, H]. */
+    int (*lstm_cell)(const dp_view *hc, const dp_view *act, const dp_view *gates, const dp_view *c_prev,
+                     int64_t batch, int64_t hidden);
+    int (*lstm_cell_backward)(const dp_view *ggates, const dp_view *gc_prev, const dp_view *ghc, const dp_view *act,
+                              const dp_view *c_prev, int64_t batch, int64_t hidden);
+    int (*gru_cell)(const dp_view *h, const dp_view *act, const dp_view *gi, const dp_view *gh, const dp_view *h_prev,
+                    int64_t batch, int64_t hidden);
+    int (*gru_cell_backward)(const dp_view *ggi, const dp_view *ggh, const dp_view *gh_prev, const dp_view *gout,
+                             const dp_view *act, const dp_view *h_prev, int64_t batch, int64_t hidden);
 } dp_backend;
 
 /* The backend registry (registry.c): the backend serving a device, or NULL with dp_error()

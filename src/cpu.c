@@ -9,6 +9,7 @@
 
 #include "cpu.h"
 #include "philox.h"
+#include "rnn_cell.h"
 
 /* ---------------------------------------------------------------- caching allocator
  * Large blocks are kept after free and handed out again, so a loop that makes and drops
@@ -552,4 +553,9 @@ const dp_backend dp_cpu_backend = {
     .sdpa_forward = cpu_sdpa_forward,
     .sdpa_backward = cpu_sdpa_backward,
     .check_indices = NULL,   /* the engine checks CPU indices as it reads them */
+    /* recurrent cells (cpu_rnn_cell.c) */
+    .lstm_cell = cpu_lstm_cell,
+    .lstm_cell_backward = cpu_lstm_cell_backward,
+    .gru_cell = cpu_gru_cell,
+    .gru_cell_backward = cpu_gru_cell_backward,
 };

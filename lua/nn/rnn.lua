@@ -19,11 +19,14 @@
 --   The input may also be a PackedSequence (nn.utils.rnn.pack_padded_sequence ...): the
 --   output is then packed too and h_n is each sequence's state after its last valid step.
 --
+-- The LSTM and GRU steps run on fused gate kernels (src/rnn_cell.c).
+--
 -- All weights are drawn from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)) as in PyTorch.
 local torch = require 'torch'
 local Parameter = require 'nn.Parameter'
 local F = require 'nn.functional'
 local utils = require 'nn.utils'
+local C = require 'torch._C'
 
 local function check_size(who, what, n, min)
   if math.type(n) ~= 'integer' or n < (min or 0) then
@@ -64,23 +67,35 @@ local step = {
   RNN_RELU = rnn_step(F.relu),
 }
 
-function step.LSTM(gi, hc, w_hh, b_hh)
-  local h, c = hc[1], hc[2]
-  local gates = gi + F.linear(h, w_hh, b_hh)
-  local i, f, g, o = table.unpack(gates:chunk(4, gates:dim()))
-  c = f:sigmoid() * c + i:sigmoid() * g:tanh()
-  return { o:sigmoid() * c:tanh(), c }
+-- The gate arithmetic of an LSTM or GRU step is one fused op (torch._C.lstm_cell and
+-- gru_cell, src/rnn_cell.c) instead of ten or so elementwise ops.  They take [batch, G*hidden]
+-- rows of float32 or float64: an unbatched step is a batch of one, and float16 / bfloat16
+-- compute in float32 inside (as every other op does, src/half.c) and convert back.
+local function fused(fn, ...)
+  local args = { ... }
+  local one, dtype = args[1]:dim() == 1, args[1].dtype
+  local half = dtype == 'float16' or dtype == 'bfloat16'
+  for k, t in ipairs(args) do
+    if one then t = t:unsqueeze(1) end
+    args[k] = half and t:float() or t
+  end
+  local outs = { fn(table.unpack(args)) }
+  for k, t in ipairs(outs) do
+    if half then t = t:to(dtype) end
+    outs[k] = one and t:squeeze(1) or t
+  end
+  return table.unpack(outs)
 end
 
+-- c = sigmoid(f) * c + sigmoid(i) * tanh(g), h = sigmoid(o) * tanh(c) for the gates i, f, g, o
+function step.LSTM(gi, hc, w_hh, b_hh)
+  local h, c = fused(C.lstm_cell, gi + F.linear(hc[1], w_hh, b_hh), hc[2])
+  return { h, c }
+end
+
+-- r = sigmoid(i_r + h_r), z = sigmoid(i_z + h_z), n = tanh(i_n + r * h_n), (1 - z) * n + z * h
 function step.GRU(gi, h, w_hh, b_hh)
-  local gh = F.linear(h, w_hh, b_hh)
-  local d = gi:dim()
-  local i_r, i_z, i_n = table.unpack(gi:chunk(3, d))
-  local h_r, h_z, h_n = table.unpack(gh:chunk(3, d))
-  local r = (i_r + h_r):sigmoid()
-  local z = (i_z + h_z):sigmoid()
-  local n = (i_n + r * h_n):tanh()
-  return n + z * (h - n)   -- (1 - z) * n + z * h
+  return (fused(C.gru_cell, gi, F.linear(h, w_hh, b_hh), h))
 end
 
 local gates = { RNN_TANH = 1, RNN_RELU = 1, LSTM = 4, GRU = 3 }
