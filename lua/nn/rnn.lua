@@ -285,6 +285,25 @@ local function run_packed_direction(self, gi, sizes, state, w_hh, b_hh, reverse)
   return torch.cat(outs, 1), state
 end
 
+-- hx checked (a tensor of state_shape, or {h_0, c_0} of them for LSTM) and each state passed
+-- through place (which gets nil for one not given); returns h0 and c0 (LSTM)
+local function initial_states(name, lstm, hx, state_shape, place)
+  local function one(t, what)
+    if t ~= nil then
+      if not torch.is_tensor(t) then utils.error(('%s: expected %s to be a tensor, got %s'):format(name, what, type(t))) end
+      if not same_shape(t, state_shape) then
+        utils.error(('%s: expected %s of shape %s, got %s'):format(name, what, shape_of(state_shape), utils.shape(t)))
+      end
+    end
+    return place(t)
+  end
+  if not lstm then return one(hx, 'h_0') end
+  if hx ~= nil and (type(hx) ~= 'table' or torch.is_tensor(hx)) then
+    utils.error(('%s: expected hx to be a table {h_0, c_0}, got %s'):format(name, utils.shape(hx)))
+  end
+  return one(hx and hx[1], 'h_0'), one(hx and hx[2], 'c_0')
+end
+
 -- m(packed [, hx]): the layers over a PackedSequence (nn.utils.rnn); the output is packed
 -- the same way and h_n (c_n) holds each sequence's state after its last valid step, in the
 -- original batch order
@@ -298,25 +317,12 @@ function RNNBase:_forward_packed(packed, hx)
   local B, H = sizes[1], self.hidden_size
   local state_shape = { self.num_layers * dirs, B, H }
   local lstm = self.mode == 'LSTM'
-  local function initial(t, what)
+  local h0, c0 = initial_states(name, lstm, hx, state_shape, function(t)
     if t == nil then return zeros_like_state(x, state_shape) end
-    if not torch.is_tensor(t) then utils.error(('%s: expected %s to be a tensor, got %s'):format(name, what, type(t))) end
-    if not same_shape(t, state_shape) then
-      utils.error(('%s: expected %s of shape %s, got %s'):format(name, what, shape_of(state_shape), utils.shape(t)))
-    end
     -- given in the original batch order; the packed rows are sorted
     if packed.sorted_indices ~= nil then t = t:index_select(2, packed.sorted_indices:to(t.device)) end
     return t
-  end
-  local h0, c0
-  if lstm then
-    if hx ~= nil and (type(hx) ~= 'table' or torch.is_tensor(hx)) then
-      utils.error(('%s: expected hx to be a table {h_0, c_0}, got %s'):format(name, utils.shape(hx)))
-    end
-    h0, c0 = initial(hx and hx[1], 'h_0'), initial(hx and hx[2], 'c_0')
-  else
-    h0 = initial(hx, 'h_0')
-  end
+  end)
   local input = x
   local h_n, c_n = {}, {}
   for layer = 0, self.num_layers - 1 do
@@ -370,25 +376,10 @@ function RNNBase:forward(x, hx)
   local lstm = self.mode == 'LSTM'
 
   -- h0 (and c0) as [layers * dirs, batch, hidden]
-  local function initial(t, what)
+  local h0, c0 = initial_states(name, lstm, hx, state_shape, function(t)
     if t == nil then return zeros_like_state(x, { self.num_layers * dirs, B, H }) end
-    if not torch.is_tensor(t) then
-      utils.error(('%s: expected %s to be a tensor, got %s'):format(name, what, type(t)))
-    end
-    if not same_shape(t, state_shape) then
-      utils.error(('%s: expected %s of shape %s, got %s'):format(name, what, shape_of(state_shape), utils.shape(t)))
-    end
     return batched and t or t:unsqueeze(2)
-  end
-  local h0, c0
-  if lstm then
-    if hx ~= nil and (type(hx) ~= 'table' or torch.is_tensor(hx)) then
-      utils.error(('%s: expected hx to be a table {h_0, c_0}, got %s'):format(name, utils.shape(hx)))
-    end
-    h0, c0 = initial(hx and hx[1], 'h_0'), initial(hx and hx[2], 'c_0')
-  else
-    h0 = initial(hx, 'h_0')
-  end
+  end)
 
   local input = x
   local h_n, c_n = {}, {}
