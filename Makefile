@@ -177,7 +177,12 @@ $(EMU)/selftest.cpp: spec/cudaemu/selftest.cu spec/cudaemu/launch.sed
 	{ echo '#line 1 "$<"'; sed -E -f spec/cudaemu/launch.sed $<; } > $@
 $(EMU)/selftest: $(EMU)/selftest.cpp $(EMU)/emu.o $(EMU_DEPS)
 	$(CXX) $(EMU_CXXFLAGS) -o $@ $< $(EMU)/emu.o -lpthread
-cuda-emu: $(EMU)/libdplua_cuda.so $(EMU)/selftest
+# the strided offsets' fast divider (kernels/divider.h) against the division operator, on
+# the host (spec/cudaemu/run runs it)
+$(EMU)/divider_test: spec/cudaemu/divider_test.cpp kernels/divider.h
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O2 -Wall -Wextra -Ikernels -o $@ $<
+cuda-emu: $(EMU)/libdplua_cuda.so $(EMU)/selftest $(EMU)/divider_test
 
 # ------------------------------------------------------------------ set-up, tests, examples
 # what building and running need; the specs also need SPEC_PKGS (PyTorch and NumPy are the

@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "cuda.h"
+#include "divider.h"
 #include "../src/opmath.h"
 #include "../src/half.h"
 
@@ -131,11 +132,17 @@ template <typename C> __device__ __forceinline__ C dp_load(const void *p, int dt
 
 /* ---------------------------------------------------------------- strided offsets */
 
-/* Offsets of N operands that share one logical shape (row-major element order). */
+/* Offsets of N operands that share one logical shape (row-major element order).  A linear
+ * index becomes coordinates by one division per dim: with fewer than 2^31 elements
+ * (dp_offsets_set_dividers, which every builder below calls), a 32-bit multiply-high by a
+ * divider computed on the host; beyond, or in offsets built by hand without that call, the
+ * 64-bit division. */
 template <int N> struct DP_HIDDEN dp_offsets {
     int ndim;
+    bool narrow = false;   /* indices fit in 32 bits and div[] is set */
     int64_t sizes[DP_MAX_DIMS];
     int64_t strides[N][DP_MAX_DIMS];
+    dp_divider div[DP_MAX_DIMS];
 
     __device__ __forceinline__ void get(int64_t i, int64_t off[N]) const
     {
@@ -146,6 +153,17 @@ template <int N> struct DP_HIDDEN dp_offsets {
         }
 #pragma unroll
         for (int k = 0; k < N; k++) off[k] = 0;
+        if (narrow) {
+            uint32_t r = (uint32_t)i;
+            for (int d = ndim - 1; d >= 0; d--) {
+                uint32_t q = div[d].div(r);
+                int64_t c = (int64_t)(r - q * div[d].d);
+                r = q;
+#pragma unroll
+                for (int k = 0; k < N; k++) off[k] += c * strides[k][d];
+            }
+            return;
+        }
         for (int d = ndim - 1; d >= 0; d--) {
             int64_t s = sizes[d];
             int64_t c = i % s;
@@ -155,6 +173,20 @@ template <int N> struct DP_HIDDEN dp_offsets {
         }
     }
 };
+
+/* Sets o's dividers when its indices (0 .. product of its sizes - 1) fit in 32 bits; an
+ * empty shape keeps the 64-bit path (no kernel runs over it). */
+template <int N> static void dp_offsets_set_dividers(dp_offsets<N> *o)
+{
+    int64_t numel = 1;
+    for (int d = 0; d < o->ndim; d++) {
+        if (o->sizes[d] <= 0 || o->sizes[d] > INT32_MAX) { o->narrow = false; return; }
+        numel *= o->sizes[d];
+        if (numel > INT32_MAX) { o->narrow = false; return; }
+    }
+    for (int d = 0; d < o->ndim; d++) o->div[d] = dp_divider_of((uint32_t)o->sizes[d]);
+    o->narrow = true;
+}
 
 /* Builds offsets for N views of the same shape (that of views[0]), dropping size-1 dims and
  * merging dims that are contiguous in every operand; *contiguous is set when the result
@@ -196,6 +228,7 @@ static int64_t dp_make_offsets(dp_offsets<N> *o, const dp_view *const views[N], 
         m = 1;
     }
     o->ndim = m;
+    dp_offsets_set_dividers(o);
     bool c = (m == 1);
     for (int k = 0; c && k < N; k++) c = (o->strides[k][0] == 1);
     *contiguous = c;
@@ -261,6 +294,8 @@ static inline void dp_make_reduce_geom(dp_reduce_geom *g, const dp_view *out, co
         }
     }
     g->inner.ndim = m;
+    dp_offsets_set_dividers(&g->outer);
+    dp_offsets_set_dividers(&g->inner);
 }
 
 /* ---------------------------------------------------------------- block reductions */

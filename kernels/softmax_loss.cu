@@ -31,6 +31,7 @@ static void make_lanes(lanes *l, const dp_view *const v[3], int nv, int dim)
         l->outer.sizes[0] = 1;
         for (int k = 0; k < 3; k++) l->outer.strides[k][0] = 0;
     }
+    dp_offsets_set_dividers(&l->outer);
 }
 
 static unsigned lane_threads(int64_t len)
