@@ -13,6 +13,17 @@ static int c_rng_reserve(lua_State *L)
     return 2;
 }
 
+/* rng_counters(dist, dtype, n) -> the counters a draw of n elements takes (dp.h) */
+static int c_rng_counters(lua_State *L)
+{
+    int dist = (int)luaL_checkinteger(L, 1);
+    dp_dtype dt = lt_check_dtype(L, 2);
+    lua_Integer n = luaL_checkinteger(L, 3);
+    luaL_argcheck(L, n >= 0, 3, "a non-negative count");
+    lua_pushinteger(L, (lua_Integer)dp_rng_counters(dist, dt, (int64_t)n));
+    return 1;
+}
+
 /* random_fill_(t, dist, a, b, seed, offset) -> t */
 static int c_random_fill_(lua_State *L)
 {
@@ -49,6 +60,7 @@ static int c_randperm_stream(lua_State *L)
 }
 
 const luaL_Reg lt_random_functions[] = {
-    { "rng_reserve", c_rng_reserve }, { "random_fill_", c_random_fill_ }, { "multinomial", c_multinomial },
+    { "rng_reserve", c_rng_reserve }, { "rng_counters", c_rng_counters }, { "random_fill_", c_random_fill_ },
+    { "multinomial", c_multinomial },
     { "randperm_stream", c_randperm_stream }, { NULL, NULL }
 };

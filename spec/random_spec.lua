@@ -108,6 +108,51 @@ describe('generator = option', function()
   end)
 end)
 
+-- spec/fixtures/make_philox.py computes the draws from a separate implementation of
+-- src/philox.h's mapping: each Philox call gives four 32-bit words and a draw uses them all
+-- (four float32 uniforms or normals, two float64 uniforms, normals or integers per call)
+describe('the Philox mapping', function()
+  local F = dofile('spec/fixtures/philox.lua')
+  for _, c in ipairs(F.cases) do
+    it(c.name .. ': the values and the counters of a separate implementation', function()
+      local g = gen(F.seed)
+      g:set_state { seed = F.seed, offset = c.offset }
+      local got = list(assert(load('local torch, g = ...; return ' .. c.call))(torch, g))
+      assert.are.equal(#c.values, #got)
+      -- exact, but for the normals' log, cos and sin (a GPU's may differ in the last bit)
+      local tol = (c.name:find('randn') or c.name:find('normal_')) and 1e-6 or 0
+      for i, want in ipairs(c.values) do
+        assert(math.abs(got[i] - want) <= tol * math.max(1, math.abs(want)),
+          ('%s: element %d is %.17g, expected %.17g'):format(c.name, i, got[i], want))
+      end
+      assert.are.equal(c.after, g.offset, c.name .. ': counters used')
+    end)
+  end
+
+  it('dropout masks: four per call from the global stream, which moves on by the calls used', function()
+    torch.manual_seed(F.seed)
+    local y = torch.nn.functional.dropout(torch.ones(11), F.dropout.p, true)
+    local next_draw = torch.rand(5)
+    assert.are.same(F.dropout.values, list(y))
+    -- 11 elements took 3 calls: the global stream's next draw is the generator's at offset 3
+    local g = gen(F.seed)
+    g:set_state { seed = F.seed, offset = 3 }
+    assert.is_true(same(next_draw, torch.rand(5, { generator = g })))
+  end)
+
+  it('a draw continues where the same draw of fewer elements stops, at whole calls', function()
+    for _, dt in ipairs({ 'float32', 'float64' }) do
+      local per = dt == 'float32' and 4 or 2
+      local g1, g2 = gen(77), gen(77)
+      local whole = torch.randn(4 * per, { generator = g1, dtype = dt })
+      local first = torch.randn(per, { generator = g2, dtype = dt })   -- one call
+      local rest = torch.randn(3 * per, { generator = g2, dtype = dt })
+      assert.is_true(same(whole, torch.cat({ first, rest })), dt)
+      assert.are.equal(4, g1.offset, dt)
+    end
+  end)
+end)
+
 describe('distributions', function()
   it('multinomial with replacement: frequencies within 5 sigma, 1-based, zero weights never drawn', function()
     local p = { 0.1, 0.2, 0.0, 0.3, 0.4 }

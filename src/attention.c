@@ -142,7 +142,7 @@ dp_tensor *dp_sdpa(dp_tensor *q, dp_tensor *k, dp_tensor *v, dp_tensor *mask, bo
     dp_sdpa_params p = params_of(qc, kc, vc, me, causal, scale, dropout_p, 0, 0);
     if (dropout_p > 0 && has_work(&p)) {
         p.seed = dp_initial_seed();
-        p.offset = dp_rng_reserve((uint64_t)(p.batch * p.L * p.S));
+        p.offset = dp_rng_reserve(dp_rng_counters(DP_RNG_BERNOULLI_MASK, q->dtype, p.batch * p.L * p.S));
     }
     if (has_work(&p)) {
         dp_view ov = dp_view_of(out), lv = dp_view_of(lse), qv = dp_view_of(qc), kv = dp_view_of(kc), vv = dp_view_of(vc);

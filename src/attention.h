@@ -30,12 +30,13 @@ DP_HD int64_t dp_sdpa_mask_offset(const dp_sdpa_params *p, int64_t b)
 }
 
 /* Whether dropout keeps element (b, i, j) of the probabilities: index = (b * L + i) * S + j
- * (the same uniform as dropout's mask, dp_rng_value). */
+ * (the same uniform as element index of dropout's mask, dp_rng_values: word index % 4 of
+ * the call with counter offset + index / 4). */
 DP_HD int dp_sdpa_keep(uint64_t seed, uint64_t offset, uint64_t index, double p)
 {
     uint32_t r[4];
-    dp_philox4x32(seed, offset + index, r);
-    return (double)dp_rng_u24(r[0]) >= p;
+    dp_philox4x32(seed, offset + index / 4, r);
+    return (double)dp_rng_u24(r[index % 4]) >= p;
 }
 
 #endif

@@ -51,7 +51,8 @@ typedef enum { DP_SCATTER_COPY = 0, DP_SCATTER_ADD, DP_SCATTER_MUL, DP_SCATTER_M
  * dtype: added to the scores) is element (b, i, j) at mask + i * mask_sl + j * mask_ss +
  * the offset of b, whose digits in mask_bsizes (the inputs' leading dims, last fastest)
  * are weighted by mask_bstrides (0 on broadcast dims).  Dropout keeps element (b, i, j)
- * when philox(seed, offset + (b * L + i) * S + j)'s uniform is >= dropout_p. */
+ * when the uniform of element (b * L + i) * S + j of a dropout mask drawn from (seed,
+ * offset) is >= dropout_p (dp_sdpa_keep). */
 typedef enum { DP_SDPA_MASK_NONE = 0, DP_SDPA_MASK_BOOL, DP_SDPA_MASK_FLOAT } dp_sdpa_mask_kind;
 typedef struct {
     int64_t batch, L, S, E, Ev;
@@ -110,8 +111,9 @@ typedef struct dp_backend {
     int (*index_select)(const dp_view *out, const dp_view *in, int dim, const dp_view *idx);
     /* grad_in[idx[i],...] += grad_out[i,...] along dim (grad_in zero-filled by the caller) */
     int (*index_add)(const dp_view *grad_in, int dim, const dp_view *idx, const dp_view *src);
-    /* random draw, element i from Philox(seed, offset + i): uniform in [a, b), normal(a, b),
-     * randint in [a, b), bernoulli mask (1/(1-a) with probability 1-a, else 0) */
+    /* random draw, element i from Philox(seed, offset + i / per) (dp_rng_values of
+     * philox.h): uniform in [a, b), normal(a, b), randint in [a, b), bernoulli mask
+     * (1/(1-a) with probability 1-a, else 0) */
     int (*random)(int dist /* dp_rng_dist */, const dp_view *out, uint64_t seed, uint64_t offset,
                   double a, double b);
     /* NLL: input [N,C] (log-probs), target int64 [N] 0-based (already range-checked by the

@@ -366,23 +366,27 @@ static int cpu_index_add(const dp_view *gin, int dim, const dp_view *idx, const 
 
 /* ---------------------------------------------------------------- random */
 
-typedef struct { int dist; const dp_view *out; uint64_t seed, offset; double a, b; } random_job;
+typedef struct { int dist; const dp_view *out; int64_t n; uint64_t seed, offset; double a, b; } random_job;
 
+/* Philox calls lo..hi-1: call k gives elements k * per ... (philox.h, as the CUDA kernel) */
 static void random_range(void *c, int64_t lo, int64_t hi, int part)
 {
     const random_job *j = c;
     int dt = j->out->dtype, es = (int)dp_dtype_size(dt);
     bool f64 = dt == DP_FLOAT64;
-    for (int64_t i = lo; i < hi; i++)   /* out is contiguous (ops.c makes it so) */
-        store_d((char *)j->out->data + i * es, dt, dp_rng_value(j->dist, f64, j->seed, j->offset + (uint64_t)i, j->a, j->b));
+    for (int64_t k = lo; k < hi; k++) {   /* out is contiguous (ops.c makes it so) */
+        double v[4];
+        int per = dp_rng_values(j->dist, f64, j->seed, j->offset + (uint64_t)k, j->a, j->b, v);
+        for (int e = 0; e < per && k * per + e < j->n; e++) store_d((char *)j->out->data + (k * per + e) * es, dt, v[e]);
+    }
 }
 
 static int cpu_random(int dist, const dp_view *out, uint64_t seed, uint64_t offset, double a, double b)
 {
     int64_t n = 1;
     for (int d = 0; d < out->ndim; d++) n *= out->sizes[d];
-    random_job j = { dist, out, seed, offset, a, b };
-    dp_parallel(n, GRAIN / 16, random_range, &j);
+    random_job j = { dist, out, n, seed, offset, a, b };
+    dp_parallel((int64_t)dp_rng_calls(dist, out->dtype == DP_FLOAT64, (uint64_t)n), GRAIN / 64, random_range, &j);
     return 0;
 }
 

@@ -164,12 +164,17 @@ dp_tensor *dp_arange(double start, double stop, double step, dp_dtype dt, dp_dev
 dp_tensor *dp_eye(int64_t n, int64_t m, dp_dtype dt, dp_device dev);
 
 /* ---- random numbers: Philox4x32-10, counter based, so a CUDA kernel reproduces the CPU
- * draw element for element.  Element i of a draw uses counter (offset + i); every draw
- * advances the global offset by its number of elements. */
+ * draw element for element.  Each Philox call (counter) gives 2 or 4 elements of a draw:
+ * element i uses counter (offset + i / per); every draw advances the global offset by the
+ * counters it used (dp_rng_counters). */
 void dp_manual_seed(uint64_t seed);
 uint64_t dp_initial_seed(void);
 /* Reserves n counters of the global stream and returns the first. */
 uint64_t dp_rng_reserve(uint64_t n);
+/* The counters a draw of n elements of dtype dt takes: dist 0 uniform and 1 normal (4 per
+ * counter, 2 in float64), 2 integers (2 per counter; randperm's n positions too), 3 dropout
+ * masks (4 per counter); multinomial's uniforms are (0, n, float64)'s. */
+uint64_t dp_rng_counters(int dist, dp_dtype dt, int64_t n);
 /* on: this thread draws from a stream of its own, starting at (seed, 0), which its
  * dp_manual_seed sets from then on; off: back to the global stream. */
 void dp_rng_thread_stream(bool on, uint64_t seed);
@@ -182,14 +187,14 @@ int dp_normal_(dp_tensor *t, double mean, double std);
  * use_generator is true, else from the global stream. */
 dp_tensor *dp_randperm(int64_t n, bool use_generator, uint64_t seed, uint64_t offset);
 /* t filled in place from the stream (seed, offset), element i (row-major) from counter
- * offset + i: dist 0 uniform [a, b) (float dtypes), 1 normal(mean a, std b) (float),
+ * offset + i / per: dist 0 uniform [a, b) (float dtypes), 1 normal(mean a, std b) (float),
  * 2 integers in [a, b) (any dtype).  A generator's draws; the caller advances its offset
- * by numel. */
+ * by dp_rng_counters(dist, t's dtype, numel). */
 int dp_random_fill_(dp_tensor *t, int dist, double a, double b, uint64_t seed, uint64_t offset);
 /* torch.multinomial: n category indices (0-based, int64) per row of probs ([C] or [R, C],
  * non-negative weights), drawn with or without replacement from the stream (seed, offset),
- * which the draw uses R * (replacement ? n : C) counters of.  Runs on the host; the result
- * is on probs' device. */
+ * from R * (replacement ? n : C) float64 uniforms (as rand's: dp_rng_counters(0,
+ * DP_FLOAT64, that many)).  Runs on the host; the result is on probs' device. */
 dp_tensor *dp_multinomial(dp_tensor *probs, int64_t n, bool replacement, uint64_t seed, uint64_t offset);
 /* The exact mapping from (seed, counter) to values is in philox.h. */
 

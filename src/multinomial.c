@@ -6,11 +6,17 @@
 #include "internal.h"
 #include "philox.h"
 
-static double uniform(uint64_t seed, uint64_t counter)
+/* The float64 uniforms of a stream, element e as in a float64 torch.rand from it: two per
+ * Philox call (philox.h); the last call is kept, since the draws go through e in order. */
+typedef struct { uint64_t seed, offset, call; double v[4]; } uniforms;
+
+static double uniform(uniforms *u, uint64_t e)
 {
-    uint32_t r[4];
-    dp_philox4x32(seed, counter, r);
-    return dp_rng_u53(r[0], r[1]);
+    if (e / 2 != u->call) {
+        u->call = e / 2;
+        dp_rng_values(DP_RNG_UNIFORM, 1, u->seed, u->offset + u->call, 0, 1, u->v);
+    }
+    return u->v[e % 2];
 }
 
 typedef struct { double key; int64_t idx; } keyed;
@@ -23,7 +29,7 @@ static int by_key_desc(const void *a, const void *b)
 }
 
 /* with replacement: n draws by inverting the row's cumulative weights */
-static void draw_with(const double *w, int64_t C, int64_t n, uint64_t seed, uint64_t off, double *cdf, int64_t *out)
+static void draw_with(const double *w, int64_t C, int64_t n, uniforms *u, uint64_t e0, double *cdf, int64_t *out)
 {
     double total = 0;
     int64_t last = 0;
@@ -33,11 +39,11 @@ static void draw_with(const double *w, int64_t C, int64_t n, uint64_t seed, uint
         if (w[c] > 0) last = c;
     }
     for (int64_t j = 0; j < n; j++) {
-        double u = uniform(seed, off + (uint64_t)j) * total;
+        double x = uniform(u, e0 + (uint64_t)j) * total;
         int64_t lo = 0, hi = C;   /* the first c with cdf[c] > u */
         while (lo < hi) {
             int64_t mid = lo + (hi - lo) / 2;
-            if (cdf[mid] > u) hi = mid; else lo = mid + 1;
+            if (cdf[mid] > x) hi = mid; else lo = mid + 1;
         }
         out[j] = lo < C ? lo : last;   /* u rounded up to total: the last category with weight */
     }
@@ -45,13 +51,13 @@ static void draw_with(const double *w, int64_t C, int64_t n, uint64_t seed, uint
 
 /* without replacement: the n largest keys log(u) / w (Efraimidis and Spirakis), which is
  * drawing one category at a time in proportion to the weights left */
-static void draw_without(const double *w, int64_t C, int64_t n, uint64_t seed, uint64_t off, keyed *k, int64_t *out)
+static void draw_without(const double *w, int64_t C, int64_t n, uniforms *u, uint64_t e0, keyed *k, int64_t *out)
 {
     int64_t m = 0;
     for (int64_t c = 0; c < C; c++) {
         if (!(w[c] > 0)) continue;
-        double u = 1.0 - uniform(seed, off + (uint64_t)c);   /* (0, 1] */
-        k[m].key = log(u) / w[c];
+        double x = 1.0 - uniform(u, e0 + (uint64_t)c);   /* (0, 1] */
+        k[m].key = log(x) / w[c];
         k[m].idx = c;
         m++;
     }
@@ -85,6 +91,7 @@ dp_tensor *dp_multinomial(dp_tensor *probs, int64_t n, bool replacement, uint64_
     const double *w = dp_data(hc);
     int64_t *o = out ? dp_data(out) : NULL;
     int rc = out && scratch ? 0 : (out ? dp_error("out of memory") : -1);
+    uniforms u = { seed, offset, UINT64_MAX, { 0 } };
     for (int64_t r = 0; r < R && !rc; r++) {
         const double *row = w + r * C;
         double total = 0;
@@ -101,8 +108,8 @@ dp_tensor *dp_multinomial(dp_tensor *probs, int64_t n, bool replacement, uint64_
                           "row %lld has %lld categories with a positive weight, %lld samples asked", (long long)r + 1, (long long)positive, (long long)n);
             break;
         }
-        if (replacement) draw_with(row, C, n, seed, offset + (uint64_t)(r * n), scratch, o + r * n);
-        else draw_without(row, C, n, seed, offset + (uint64_t)(r * C), scratch, o + r * n);
+        if (replacement) draw_with(row, C, n, &u, (uint64_t)(r * n), scratch, o + r * n);
+        else draw_without(row, C, n, &u, (uint64_t)(r * C), scratch, o + r * n);
     }
     free(scratch);
     dp_tensor_release(hc);

@@ -40,7 +40,13 @@ uint64_t dp_rng_reserve(uint64_t n)
     return atomic_fetch_add(&g_offset, n);
 }
 
-/* t filled from the stream (seed, off): element i (row-major) from Philox counter off + i */
+uint64_t dp_rng_counters(int dist, dp_dtype dt, int64_t n)
+{
+    return n > 0 ? dp_rng_calls(dist, dt == DP_FLOAT64, (uint64_t)n) : 0;
+}
+
+/* t filled from the stream (seed, off): element i (row-major) from the Philox call with
+ * counter off + i / per (philox.h) */
 static int fill_stream(dp_tensor *t, dp_rng_dist dist, double a, double b, uint64_t seed, uint64_t off)
 {
     if (!dp_numel(t)) return 0;
@@ -58,7 +64,7 @@ static int fill_random(dp_tensor *t, dp_rng_dist dist, double a, double b)
 {
     int64_t n = dp_numel(t);
     if (!n) return 0;
-    uint64_t seed = dp_initial_seed(), off = dp_rng_reserve((uint64_t)n);
+    uint64_t seed = dp_initial_seed(), off = dp_rng_reserve(dp_rng_counters(dist, t->dtype, n));
     return fill_stream(t, dist, a, b, seed, off);
 }
 
@@ -124,18 +130,20 @@ int dp_normal_(dp_tensor *t, double mean, double std)
 dp_tensor *dp_randperm(int64_t n, bool use_generator, uint64_t seed, uint64_t offset)
 {
     if (n < 0) { dp_error("randperm: n must be non-negative, got %lld", (long long)n); return NULL; }
-    if (!use_generator) { seed = dp_initial_seed(); offset = dp_rng_reserve((uint64_t)n); }
+    if (!use_generator) { seed = dp_initial_seed(); offset = dp_rng_reserve(dp_rng_counters(DP_RNG_RANDINT, DP_INT64, n)); }
     dp_tensor *t = dp_empty(1, &n, DP_INT64, dp_cpu());
     if (!t) return NULL;
     int64_t *p = dp_data(t);
     for (int64_t i = 0; i < n; i++) p[i] = i;
-    for (int64_t i = n - 1; i > 0; i--) {   /* Fisher-Yates, one Philox draw per position */
-        uint32_t r[4];
-        dp_philox4x32(seed, offset + (uint64_t)i, r);
-        int64_t j = dp_rng_int(r, 0, i + 1), tmp = p[i];
+    /* Fisher-Yates: position i draws an integer from 64 bits, two positions per Philox call
+     * (the call with counter offset + i / 2, as randint's element i) */
+    uint32_t r[4];
+    for (int64_t i = n - 1; i > 0; i--) {
+        if (i == n - 1 || i % 2 == 1) dp_philox4x32(seed, offset + (uint64_t)(i / 2), r);
+        int h = (int)(i % 2) * 2;
+        int64_t j = dp_rng_int(r[h], r[h + 1], 0, i + 1), tmp = p[i];
         p[i] = p[j];
         p[j] = tmp;
     }
     return t;
 }
-

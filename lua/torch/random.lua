@@ -61,8 +61,9 @@ function M.install(torch)
 
   local UNIFORM, NORMAL, RANDINT = 0, 1, 2
 
+  -- each Philox counter gives 2 or 4 elements of a draw (src/philox.h)
   local function fill(who, t, dist, a, b, gen)
-    local seed, offset = stream(who, gen, t:numel())
+    local seed, offset = stream(who, gen, C.rng_counters(dist, t.dtype, t:numel()))
     return engine(C.random_fill_, t, dist, a, b, seed, offset)
   end
 
@@ -137,7 +138,7 @@ function M.install(torch)
       if not is_opts(opts) or opts.generator == nil then return call_engine('torch.randperm', orig, n, opts) end
       if math.type(n) ~= 'integer' or n < 0 then fail(2, 'torch.randperm: n must be a non-negative integer, got %s', tostring(n)) end
       local o, gen, rg = split(opts)
-      local seed, offset = stream('torch.randperm', gen, n)
+      local seed, offset = stream('torch.randperm', gen, C.rng_counters(RANDINT, 'int64', n))
       local p = C.randperm_stream(n, seed, offset):to { dtype = o.dtype or 'int64', device = o.device or torch.get_default_device() }
       if rg then p:requires_grad_(true) end
       return p
@@ -307,7 +308,8 @@ function M.install(torch)
     local replacement = opts.replacement and true or false
     local rows = probs:dim() == 2 and probs:size(1) or 1
     local cats = probs:dim() >= 1 and probs:size(probs:dim()) or 0
-    local seed, offset = stream(who, opts.generator, rows * (replacement and math.max(n, 0) or cats))
+    local draws = rows * (replacement and math.max(n, 0) or cats)
+    local seed, offset = stream(who, opts.generator, C.rng_counters(UNIFORM, 'float64', draws))
     return engine(C.multinomial, probs:detach(), n, replacement, seed, offset)
   end
   Tensor.multinomial = function(t, ...) return torch.multinomial(t, ...) end
