@@ -162,7 +162,17 @@ end
 
 function ConvNd:__init(who, nd, transposed, in_channels, out_channels, kernel_size, ...)
   parent.__init(self)
-  local opts = positional(who, transposed, ...)
+  local opts
+  if type(kernel_size) == 'table' and getmetatable(kernel_size) == nil and kernel_size[1] == nil
+      and select('#', ...) == 0 then
+    -- PyTorch's nn.Conv2d(1, 10, kernel_size=5) as nn.Conv2d(1, 10, {kernel_size = 5})
+    opts = {}
+    for k, v in pairs(kernel_size) do opts[k] = v end
+    kernel_size, opts.kernel_size = opts.kernel_size, nil
+    if kernel_size == nil then utils.error(('%s: kernel_size is required'):format(who)) end
+  else
+    opts = positional(who, transposed, ...)
+  end
   local defaults = { stride = 1, padding = 0, dilation = 1, groups = 1, bias = true, padding_mode = 'zeros',
                      device = false, dtype = false }
   if transposed then defaults.output_padding = 0 end
