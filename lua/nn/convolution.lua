@@ -179,7 +179,9 @@ function ConvNd:__init(who, nd, transposed, in_channels, out_channels, kernel_si
   local o = utils.options(who, opts, defaults)
   for what, v in pairs { in_channels = in_channels, out_channels = out_channels } do
     if math.type(v) ~= 'integer' or v < 0 then
-      utils.error(('%s: %s must be a non-negative integer, got %s'):format(who, what, tostring(v)))
+      local hint = math.type(v) == 'float' and v == math.floor(v) and v >= 0
+        and " (Lua's ^ and / give floats: write n * n, n // 2 or math.tointeger(x))" or ''
+      utils.error(('%s: %s must be a non-negative integer, got %s%s'):format(who, what, tostring(v), hint))
     end
   end
   if math.type(o.groups) ~= 'integer' or o.groups <= 0 then
