@@ -11,8 +11,6 @@ utils.error = options.error
 utils.required = options.required
 utils.options = options.check
 
--- Zeroes the gradients of params in place, or drops them with {set_to_none = true}
--- (Module:zero_grad and Optimizer:zero_grad).
 -- The arguments of the functional dropouts: (p, training[, inplace]) positional as in
 -- PyTorch, or their names in a table in any trailing place, so that PyTorch's
 -- F.dropout(x, training=self.training) is F.dropout(x, {training = self.training}) and
@@ -37,6 +35,8 @@ function utils.dropout_args(who, p, training, inplace)
   return p, training, inplace
 end
 
+-- Zeroes the gradients of params in place, or drops them with {set_to_none = true}
+-- (Module:zero_grad and Optimizer:zero_grad).
 function utils.zero_grad(who, params, opts)
   local o = options.check(who, opts, { set_to_none = false })
   for _, p in ipairs(params) do
