@@ -85,6 +85,14 @@ describe('examples/programs', function()
     assert.truthy(run('word_language_model.lua', 'Transformer 1'):find('End of training', 1, true))
   end)
 
+  it('nn_tutorial.lua refactors logistic regression into a CNN, each stage learning', function()
+    local out = run('nn_tutorial.lua', '2')
+    local val = numbers(out, '^%d\t([%d.]+)$')
+    assert.are.equal(4, #val, out)   -- two epochs of the logistic model, two of the CNN
+    assert.is_true(val[2] < val[1] and val[4] < val[3], out)
+    assert.truthy(out:find('grad_fn=<SelectBackward0>', 1, true), out)
+  end)
+
   it('super_resolution.lua, fgsm.lua, forward_forward.lua and torch7_classifier.lua run', function()
     assert.truthy(run('super_resolution.lua', '1'):find('Avg. PSNR', 1, true))
     assert.truthy(run('fgsm.lua'):find('Epsilon: 0.3\tTest Accuracy', 1, true))
