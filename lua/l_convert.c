@@ -172,7 +172,8 @@ static int t_bfloat16(lua_State *L) { dp_tensor *t = lt_check(L, 1); return conv
 static const char *const type_names[DP_NDTYPES] = { "FloatTensor", "DoubleTensor", "LongTensor", "BoolTensor",
                                                     "HalfTensor", "BFloat16Tensor" };
 
-/* t:type() is 'torch.FloatTensor' ('torch.cuda.FloatTensor' on CUDA); t:type(name) converts. */
+/* t:type() is 'torch.FloatTensor' ('torch.cuda.FloatTensor' on CUDA); t:type(name) converts,
+   and t:type(dtype) (PyTorch's t.type(torch.float)) converts on t's device. */
 static int t_type(lua_State *L)
 {
     dp_tensor *t = lt_check(L, 1);
@@ -181,6 +182,9 @@ static int t_type(lua_State *L)
         return 1;
     }
     const char *name = luaL_checkstring(L, 2);
+    dp_dtype as_dtype;
+    if (dp_dtype_parse(name, &as_dtype) == 0)
+        return convert(L, t, t->device, as_dtype, false);
     bool cuda = strncmp(name, "torch.cuda.", 11) == 0;
     const char *base = name + (cuda ? 11 : strncmp(name, "torch.", 6) == 0 ? 6 : 0);
     for (int dt = 0; dt < DP_NDTYPES; dt++) {
@@ -191,7 +195,8 @@ static int t_type(lua_State *L)
         }
     }
     return luaL_argerror(L, 2, lua_pushfstring(L, "unknown tensor type '%s' (expected e.g. "
-                                                  "'torch.FloatTensor' or 'torch.cuda.LongTensor')", name));
+                                                  "'torch.FloatTensor', 'torch.cuda.LongTensor' or a dtype "
+                                                  "such as torch.float32)", name));
 }
 
 const luaL_Reg lt_convert_methods[] = {

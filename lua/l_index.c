@@ -41,19 +41,31 @@ static dp_tensor *push_view(lua_State *L, dp_tensor *v)
     return *slot;
 }
 
-/* A {first, last} range (inclusive; {} is the whole dim, {i} is i alone) on view dim cur. */
+/* A {first, last [, step]} range (inclusive; {} is the whole dim, {i} is i alone; a step takes
+   every step-th element from first up to last, PyTorch's first-1:last:step) on view dim cur. */
 static dp_tensor *apply_range(lua_State *L, int entry, dp_tensor *v, int cur, int odim)
 {
     int len = (int)luaL_len(L, entry);
     if (len == 0)
         return v;
-    if (len > 2)
-        luaL_error(L, "a range for dimension %d must be {}, {i} or {first, last}, got %d numbers", odim + 1, len);
+    if (len > 3)
+        luaL_error(L, "a range for dimension %d must be {}, {i}, {first, last} or {first, last, step}, got %d numbers",
+                   odim + 1, len);
+    lua_Integer step = 1;
+    if (len == 3) {
+        lua_geti(L, entry, 3);
+        int isint;
+        step = lua_tointegerx(L, -1, &isint);
+        if (!isint || step < 1)
+            luaL_error(L, "the step of a range for dimension %d must be a positive integer, got %s", odim + 1,
+                       luaL_tolstring(L, -1, NULL));
+        lua_pop(L, 1);
+    }
     int64_t size = v->sizes[cur];
     lua_geti(L, entry, 1);
     int64_t first = position(L, -1, odim, size, 0), last = first;
     lua_pop(L, 1);
-    if (len == 2) {
+    if (len >= 2) {
         lua_geti(L, entry, 2);
         int isint;
         lua_Integer e = lua_tointegerx(L, -1, &isint);
@@ -65,7 +77,10 @@ static dp_tensor *apply_range(lua_State *L, int entry, dp_tensor *v, int cur, in
                        (lua_Integer)first + 1, e, odim + 1, (lua_Integer)size);
         lua_pop(L, 1);
     }
-    return push_view(L, dp_narrow(v, cur, first, last - first + 1));
+    if (step == 1)
+        return push_view(L, dp_narrow(v, cur, first, last - first + 1));
+    int64_t count = last < first ? 0 : (last - first) / step + 1;
+    return push_view(L, dp_slice(v, cur, first, count, step));
 }
 
 /* Parses the key at arg for the tensor t (pushes the views it makes). */

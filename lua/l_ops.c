@@ -3,6 +3,7 @@
  * methods.  Dimensions arrive 1-based and leave 0-based; argmax/argmin and max/min with a
  * dim return 1-based indices. */
 #include <math.h>
+#include <string.h>
 
 #include "l_tensor.h"
 
@@ -54,9 +55,26 @@ static int binary(lua_State *L, dp_binary_op op, int ia, int ib)
     return lt_done(L, *slot = dp_binary_scalar(op, t, s, b != NULL));
 }
 
+/* PyTorch's a.add(b, alpha=2) as a:add(b, {alpha = 2}): the table at 3 becomes the number
+   (or nil); any other key is an error that names it. */
+static void alpha_option(lua_State *L, const char *who)
+{
+    if (lua_type(L, 3) != LUA_TTABLE)
+        return;
+    lua_pushnil(L);
+    while (lua_next(L, 3)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING || strcmp(lua_tostring(L, -1), "alpha") != 0)
+            luaL_error(L, "%s: unknown option %s (the option is alpha)", who, luaL_tolstring(L, -1, NULL));
+    }
+    lua_getfield(L, 3, "alpha");
+    lua_replace(L, 3);
+}
+
 /* add/sub take an optional alpha: a + alpha * b */
 static int add_sub(lua_State *L, dp_binary_op op)
 {
+    alpha_option(L, op == DP_ADD ? "add" : "sub");
     if (lua_type(L, 2) == LUA_TNUMBER && lt_test(L, 3) && lua_gettop(L) == 3)
         lua_rotate(L, 2, 1);   /* Torch7's a:add(value, b): a + value * b */
     if (lua_isnoneornil(L, 3) || lua_tonumber(L, 3) == 1)
@@ -271,6 +289,8 @@ static int self_or_raise(lua_State *L, int rc)
 
 static int inplace_binary(lua_State *L, dp_binary_op op)
 {
+    if (op == DP_ADD || op == DP_SUB)
+        alpha_option(L, op == DP_ADD ? "add_" : "sub_");
     if (lua_type(L, 2) == LUA_TNUMBER && lt_test(L, 3) && lua_gettop(L) == 3)
         lua_rotate(L, 2, 1);   /* Torch7's a:add_(value, b) */
     dp_tensor *t = lt_check(L, 1), *other = lt_test(L, 2);

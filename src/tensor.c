@@ -481,12 +481,13 @@ static int reshape_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
     return gin[0] ? 0 : -1;
 }
 
-/* Backward of select and narrow: the gradient lands in a zero tensor of the input's shape. */
+/* Backward of select and slice (ip: dim, start, step or 0 for select, length): the gradient
+   lands in a zero tensor of the input's shape. */
 static int slice_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
 {
     dp_tensor *z = dp_zeros(n->in[0].ndim, n->in[0].sizes, g->dtype, g->device);
     if (!z) return -1;
-    dp_tensor *part = n->ip[2] ? dp_narrow(z, (int)n->ip[0], n->ip[1], n->ip[3])
+    dp_tensor *part = n->ip[2] ? dp_slice(z, (int)n->ip[0], n->ip[1], n->ip[3], n->ip[2])
                                : dp_select(z, (int)n->ip[0], n->ip[1]);
     int rc = part ? dp_copy_raw(part, g) : -1;
     dp_tensor_release(part);
@@ -546,17 +547,34 @@ dp_tensor *dp_select(dp_tensor *t, int dim, int64_t index)
 
 dp_tensor *dp_narrow(dp_tensor *t, int dim, int64_t start, int64_t length)
 {
+    return dp_slice(t, dim, start, length, 1);
+}
+
+/* length elements of dim from start, every step-th (PyTorch's t[start:start+length*step:step]) */
+dp_tensor *dp_slice(dp_tensor *t, int dim, int64_t start, int64_t length, int64_t step)
+{
     if (check_dim(t, dim, "narrow")) return NULL;
-    if (start < 0 || length < 0 || start > t->sizes[dim] || length > t->sizes[dim] - start) {
-        dp_error("narrow: start %lld and length %lld are out of range for dimension %d with size %lld",
-                 (long long)start + 1, (long long)length, dim + 1, (long long)t->sizes[dim]);
+    if (step < 1) {
+        dp_error("slice step must be positive, got %lld", (long long)step);
         return NULL;
     }
-    int64_t sizes[DP_MAX_DIMS];
+    if (start < 0 || length < 0 || start > t->sizes[dim] ||
+        (length > 0 && (start >= t->sizes[dim] || (length - 1) > (t->sizes[dim] - start - 1) / step))) {
+        if (step == 1)
+            dp_error("narrow: start %lld and length %lld are out of range for dimension %d with size %lld",
+                     (long long)start + 1, (long long)length, dim + 1, (long long)t->sizes[dim]);
+        else
+            dp_error("slice: start %lld, length %lld and step %lld are out of range for dimension %d with size %lld",
+                     (long long)start + 1, (long long)length, (long long)step, dim + 1, (long long)t->sizes[dim]);
+        return NULL;
+    }
+    int64_t sizes[DP_MAX_DIMS], strides[DP_MAX_DIMS];
     memcpy(sizes, t->sizes, sizeof sizes);
+    memcpy(strides, t->strides, sizeof strides);
     sizes[dim] = length;
-    dp_tensor *v = dp_make_view(t, t->ndim, sizes, t->strides, t->offset + start * t->strides[dim]);
-    int64_t ip[4] = { dim, start, 1, length };
+    strides[dim] *= step;
+    dp_tensor *v = dp_make_view(t, t->ndim, sizes, strides, t->offset + start * t->strides[dim]);
+    int64_t ip[4] = { dim, start, step, length };
     return record_view(v, t, "SliceBackward0", slice_backward, ip, 4);
 }
 

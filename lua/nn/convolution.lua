@@ -60,16 +60,38 @@ local function padding(who, p, nd, kernel, stride, dilation)
   return t, t
 end
 
+-- PyTorch's positional arguments of the functional forms after bias
+local F_POSITIONAL = { 'stride', 'padding', 'dilation', 'groups' }
+local F_POSITIONAL_TRANSPOSED = { 'stride', 'padding', 'output_padding', 'groups', 'dilation' }
+
 -- F.convNd(input, weight [, bias] [, {stride=, padding=, dilation=, groups=}]) and
--- F.conv_transposeNd(... {stride=, padding=, output_padding=, groups=, dilation=}).
+-- F.conv_transposeNd(... {stride=, padding=, output_padding=, groups=, dilation=}); the
+-- options may also come positionally after bias, in PyTorch's order.
 local function conv(nd, transposed)
   local who = (transposed and 'conv_transpose%dd' or 'conv%dd'):format(nd)
   local defaults = { stride = 1, padding = 0, dilation = 1, groups = 1 }
   if transposed then defaults.output_padding = 0 end
-  return function(x, weight, bias, opts)
+  local names = transposed and F_POSITIONAL_TRANSPOSED or F_POSITIONAL
+  return function(x, weight, bias, ...)
     utils.check_tensor(who, x, 'input')
     utils.check_tensor(who, weight, 'weight')
-    if opts == nil and type(bias) == 'table' then bias, opts = nil, bias end
+    local opts = ...
+    if select('#', ...) > 1 or (opts ~= nil and (type(opts) ~= 'table' or opts[1] ~= nil)) then
+      local n, given = select('#', ...), { ... }
+      opts = {}
+      if n > 0 and type(given[n]) == 'table' and given[n][1] == nil then
+        for k, v in pairs(given[n]) do opts[k] = v end
+        n = n - 1
+      end
+      if n > #names then utils.error(('%s: too many arguments (%d after bias)'):format(who, n)) end
+      for i = 1, n do
+        if given[i] ~= nil then
+          if opts[names[i]] ~= nil then utils.error(('%s: %s given twice'):format(who, names[i])) end
+          opts[names[i]] = given[i]
+        end
+      end
+    end
+    if opts == nil and type(bias) == 'table' and not torch.is_tensor(bias) then bias, opts = nil, bias end
     if bias ~= nil then utils.check_tensor(who, bias, 'bias') end
     local o = utils.options(who, opts, defaults)
     if weight:dim() ~= nd + 2 then
@@ -115,12 +137,14 @@ end
 local POSITIONAL = { 'stride', 'padding', 'dilation', 'groups', 'bias', 'padding_mode' }
 local POSITIONAL_TRANSPOSED = { 'stride', 'padding', 'output_padding', 'groups', 'bias', 'dilation', 'padding_mode' }
 
--- (stride, padding, ... [, opts]) as one options table: nn.Conv2d(1, 32, 3, 1) as PyTorch's
+-- (stride, padding, ... [, opts]) as one options table: nn.Conv2d(1, 32, 3, 1) as PyTorch's.
+-- A last table that is a list ({1, 1}) is a positional tuple, as PyTorch's
+-- nn.Conv2d(1, 64, (5, 5), (1, 1), (2, 2)); only one with names is the options.
 local function positional(who, transposed, ...)
   local n = select('#', ...)
   local last = select(n > 0 and n or 1, ...)
   local opts = {}
-  if n > 0 and type(last) == 'table' then
+  if n > 0 and type(last) == 'table' and getmetatable(last) == nil and last[1] == nil then
     for k, v in pairs(last) do opts[k] = v end
     n = n - 1
   end
@@ -138,14 +162,26 @@ end
 
 function ConvNd:__init(who, nd, transposed, in_channels, out_channels, kernel_size, ...)
   parent.__init(self)
-  local opts = positional(who, transposed, ...)
+  local opts
+  if type(kernel_size) == 'table' and getmetatable(kernel_size) == nil and kernel_size[1] == nil
+      and select('#', ...) == 0 then
+    -- PyTorch's nn.Conv2d(1, 10, kernel_size=5) as nn.Conv2d(1, 10, {kernel_size = 5})
+    opts = {}
+    for k, v in pairs(kernel_size) do opts[k] = v end
+    kernel_size, opts.kernel_size = opts.kernel_size, nil
+    if kernel_size == nil then utils.error(('%s: kernel_size is required'):format(who)) end
+  else
+    opts = positional(who, transposed, ...)
+  end
   local defaults = { stride = 1, padding = 0, dilation = 1, groups = 1, bias = true, padding_mode = 'zeros',
                      device = false, dtype = false }
   if transposed then defaults.output_padding = 0 end
   local o = utils.options(who, opts, defaults)
   for what, v in pairs { in_channels = in_channels, out_channels = out_channels } do
     if math.type(v) ~= 'integer' or v < 0 then
-      utils.error(('%s: %s must be a non-negative integer, got %s'):format(who, what, tostring(v)))
+      local hint = math.type(v) == 'float' and v == math.floor(v) and v >= 0
+        and " (Lua's ^ and / give floats: write n * n, n // 2 or math.tointeger(x))" or ''
+      utils.error(('%s: %s must be a non-negative integer, got %s%s'):format(who, what, tostring(v), hint))
     end
   end
   if math.type(o.groups) ~= 'integer' or o.groups <= 0 then

@@ -42,8 +42,9 @@ function F.log_softmax(x, dim)
 end
 
 -- Zeroes each element with probability p while training and scales the rest by 1/(1-p).
-function F.dropout(x, p, training)
+function F.dropout(x, p, training, inplace)
   check('dropout', x)
+  p, training = utils.dropout_args('dropout', p, training, inplace)
   if p == nil then p = 0.5 end
   if type(p) ~= 'number' or p < 0 or p > 1 then
     utils.error(('dropout: probability has to be between 0 and 1, but got %s'):format(tostring(p)))
@@ -89,6 +90,8 @@ require('nn.functional_layers').install(F)
 -- the rest of PyTorch's activations, shuffles, 1-d pools, distances, instance and local
 -- response norms, feature dropouts, unfold / fold (lua/nn/functional_more.lua)
 require('nn.functional_more').install(F)
+-- affine_grid and grid_sample (lua/nn/functional_grid.lua)
+require('nn.functional_grid').install(F)
 -- the margin, embedding and likelihood losses (lua/nn/losses_more.lua)
 require('nn.losses_more').install(F)
 -- autocast's casts (lua/torch/amp.lua), last: they wrap what the lines above installed

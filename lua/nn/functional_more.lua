@@ -493,6 +493,7 @@ end
 -- `spatial` dims
 local function feature_dropout(who, x, p, training, spatial)
   check(who, x)
+  p, training = utils.dropout_args(who, p, training)
   p = check_p(who, p)
   if x:dim() ~= spatial + 1 and x:dim() ~= spatial + 2 then
     fail('%s: expected a %d-D or %d-D input, got shape %s', who, spatial + 1, spatial + 2, utils.shape(x))
@@ -514,6 +515,7 @@ function M.dropout3d(x, p, training) return feature_dropout('dropout3d', x, p, t
 function M.alpha_dropout(x, p, training)
   local who = 'alpha_dropout'
   check(who, x)
+  p, training = utils.dropout_args(who, p, training)
   p = check_p(who, p)
   if not training or p == 0 then return x end
   if p == 1 then return x * 0 end

@@ -208,8 +208,9 @@ end
 
 -- dropout2d(x [, p=0.5, training=true]): zeroes whole channels of [N, C, H, W] (or
 -- [N, C, L]) with probability p and scales the others by 1/(1-p)
-function F.dropout2d(x, p, training)
+function F.dropout2d(x, p, training, inplace)
   local who = 'dropout2d'
+  p, training = utils.dropout_args(who, p, training, inplace)
   check_dims(who, x, 3, 4, '[N, C, L] or [N, C, H, W]')
   if p == nil then p = 0.5 end
   if type(p) ~= 'number' or p < 0 or p > 1 then

@@ -146,6 +146,9 @@ function SpatialConvolution:__init(nin, nout, kW, kH, dW, dH, padW, padH)
   nn.Conv2d.__init(self, nin, nout, { kH, kW }, { stride = { dH or dW, dW }, padding = { padH or padW, padW } })
 end
 
+-- nn.SpatialConvolutionMM: Torch7's im2col variant, the same layer here
+torch.class('nn.SpatialConvolutionMM', 'nn.SpatialConvolution')
+
 -- nn.SpatialMaxPooling(kW, kH [, dW=kW, dH=kH, padW=0, padH=0]), :ceil() as in Torch7
 local SpatialMaxPooling = torch.class('nn.SpatialMaxPooling', 'nn.MaxPool2d')
 function SpatialMaxPooling:__init(kW, kH, dW, dH, padW, padH)

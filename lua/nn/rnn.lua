@@ -425,10 +425,35 @@ function RNNBase:extra_repr()
   return s
 end
 
+-- PyTorch's positional arguments after hidden_size: nn.LSTM(10, 20, 2) is two layers
+local POSITIONAL = {
+  RNN = { 'num_layers', 'nonlinearity', 'bias', 'batch_first', 'dropout', 'bidirectional' },
+  LSTM = { 'num_layers', 'bias', 'batch_first', 'dropout', 'bidirectional' },
+  GRU = { 'num_layers', 'bias', 'batch_first', 'dropout', 'bidirectional' },
+}
+
+-- (num_layers, ... [, opts]) as one options table
+local function positional(kind, ...)
+  local n, given = select('#', ...), { ... }
+  local opts = nil
+  if n > 0 and type(given[n]) == 'table' then opts, n = given[n], n - 1 end
+  if n == 0 then return opts end
+  local names, out = POSITIONAL[kind], {}
+  if n > #names then utils.error(('nn.%s: too many arguments (%d after hidden_size)'):format(kind, n)) end
+  for k, v in pairs(opts or {}) do out[k] = v end
+  for i = 1, n do
+    if given[i] ~= nil then
+      if out[names[i]] ~= nil then utils.error(('nn.%s: %s given twice'):format(kind, names[i])) end
+      out[names[i]] = given[i]
+    end
+  end
+  return out
+end
+
 for _, kind in ipairs { 'RNN', 'LSTM', 'GRU' } do
   local cls, base = torch.class('nn.' .. kind, 'nn.RNNBase')
-  cls.__init = function(self, input_size, hidden_size, opts)
-    base.__init(self, kind, input_size, hidden_size, opts)
+  cls.__init = function(self, input_size, hidden_size, ...)
+    base.__init(self, kind, input_size, hidden_size, positional(kind, ...))
   end
 end
 

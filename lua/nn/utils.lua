@@ -11,6 +11,30 @@ utils.error = options.error
 utils.required = options.required
 utils.options = options.check
 
+-- The arguments of the functional dropouts: (p, training[, inplace]) positional as in
+-- PyTorch, or their names in a table in any trailing place, so that PyTorch's
+-- F.dropout(x, training=self.training) is F.dropout(x, {training = self.training}) and
+-- F.dropout(x, 0.2, {training = false}) works too.  Returns p, training, inplace (nil
+-- where not given: each dropout has its own default for training).
+function utils.dropout_args(who, p, training, inplace)
+  local opts
+  if type(p) == 'table' and getmetatable(p) == nil then
+    opts, p = p, nil
+  elseif type(training) == 'table' and getmetatable(training) == nil then
+    opts, training = training, nil
+  end
+  if opts then
+    local o = options.check(who, opts, { p = options.none, training = options.none, inplace = options.none })
+    if o.p ~= nil then
+      if p ~= nil then options.error(('%s: p given twice (%s and p = %s)'):format(who, tostring(p), tostring(o.p))) end
+      p = o.p
+    end
+    if o.training ~= nil then training = o.training end
+    if o.inplace ~= nil then inplace = o.inplace end
+  end
+  return p, training, inplace
+end
+
 -- Zeroes the gradients of params in place, or drops them with {set_to_none = true}
 -- (Module:zero_grad and Optimizer:zero_grad).
 function utils.zero_grad(who, params, opts)

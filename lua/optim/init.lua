@@ -8,7 +8,7 @@ local optim = {}
 package.loaded.optim = optim
 
 for _, name in ipairs { 'Optimizer', 'SGD', 'Adam', 'AdamW', 'Adadelta', 'RMSprop', 'Adagrad', 'Adamax', 'NAdam', 'RAdam',
-                        'Rprop', 'ASGD', 'LBFGS', 'lr_scheduler', 'Logger' } do
+                        'Rprop', 'ASGD', 'LBFGS', 'lr_scheduler', 'Logger', 'ConfusionMatrix' } do
   rawset(optim, name, require('optim.' .. name))
 end
 

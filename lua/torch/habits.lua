@@ -36,7 +36,24 @@ function M.install(torch)
       return torch.zeros(sizes, { dtype = dtype })
     end
   end
-  setmetatable(Tensor, { __call = function(_, ...) return constructor('torch.Tensor', 'float32')(...) end })
+  -- torch.Tensor makes the default dtype's tensors (float32 unless torch.set_default_dtype or
+  -- Torch7's torch.setdefaulttensortype changed it), as in both
+  setmetatable(Tensor, { __call = function(_, ...) return constructor('torch.Tensor', torch.get_default_dtype())(...) end })
+
+  -- Torch7's torch.setdefaulttensortype('torch.DoubleTensor') and getdefaulttensortype():
+  -- torch.set_default_dtype under their names (floating point types only, as PyTorch's)
+  local TENSOR_TYPES = { ['torch.FloatTensor'] = 'float32', ['torch.DoubleTensor'] = 'float64' }
+  function torch.setdefaulttensortype(name)
+    local dt = TENSOR_TYPES[name]
+    if not dt then
+      error(("torch.setdefaulttensortype: expected 'torch.FloatTensor' or 'torch.DoubleTensor', got %s")
+        :format(type(name) == 'string' and "'" .. name .. "'" or tostring(name)), 2)
+    end
+    torch.set_default_dtype(dt)
+  end
+  function torch.getdefaulttensortype()
+    return torch.get_default_dtype() == 'float64' and 'torch.DoubleTensor' or 'torch.FloatTensor'
+  end
   torch.FloatTensor = constructor('torch.FloatTensor', 'float32')
   torch.DoubleTensor = constructor('torch.DoubleTensor', 'float64')
   torch.LongTensor = constructor('torch.LongTensor', 'int64')

@@ -143,6 +143,8 @@ require('torch.habits').install(torch)
 require('torch.mathops').install(torch)
 require('torch.indexing').install(torch)
 require('torch.mathmore').install(torch)
+require('torch.dtypeinfo').install(torch)
+require('torch.logical').install(torch)
 
 -- ------------------------------------------------------------------ lazily reached modules
 

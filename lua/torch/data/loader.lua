@@ -21,6 +21,18 @@ local is_tensor, stack, mtype = C.is_tensor, C.stack, math.type
 
 local DataLoader = torch.class('torch.data.DataLoader')
 
+-- A loader is iterated with loader:iter(), never indexed: PyTorch's
+-- `for i, (x, y) in enumerate(loader)` written as `for i, b in ipairs(loader)` would
+-- otherwise run no batch at all without a word (ipairs stops at loader[1] == nil).
+function DataLoader.__index(self, k)
+  local v = DataLoader[k]
+  if v == nil and math.type(k) == 'integer' then
+    require('torch.options').error(('DataLoader: loader[%d] is not a batch; iterate over the batches with '
+      .. '`for x, y in loader:iter() do ... end` (count them yourself for enumerate(loader))'):format(k))
+  end
+  return v
+end
+
 local DEFAULTS = {
   batch_size = 1, shuffle = false, drop_last = false, sampler = false, collate_fn = false,
   num_workers = 0, prefetch = 2, pin_memory = false, device = false, generator = false,
