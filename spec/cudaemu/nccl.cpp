@@ -484,11 +484,13 @@ void progress_loop(emu_nccl_comm *c)
         for (int r = 0; r < c->nranks; r++)
             if (r != c->rank && c->ranks[r].want.load() > wanted) wanted = c->ranks[r].want.load();
         if (wanted > c->ran.load() && c->async_error.load() == ncclSuccess) {
-            std::deque<pending> todo;
+            std::deque<pending> todo;   /* taken off the queue: a call the device skipped is not retried */
             {
                 std::lock_guard<std::mutex> lock(c->mu);
-                for (const pending &p : c->queue)
-                    if (p.seq <= wanted) todo.push_back(p);
+                while (!c->queue.empty() && c->queue.front().seq <= wanted) {
+                    todo.push_back(c->queue.front());
+                    c->queue.pop_front();
+                }
             }
             for (const pending &p : todo) emu::stream_run(p.stream, p.mark);
             if (!todo.empty()) continue;
