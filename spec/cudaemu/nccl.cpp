@@ -442,7 +442,7 @@ void run_call(emu_nccl_comm *c, op_desc d, const char *send, char *recv)
     while (first || done < d.count) {
         size_t m = d.count - done < per ? d.count - done : per;
         char *mine = c->slot(c->rank);
-        switch (d.kind) {
+        switch (m > 0 ? d.kind : -1) {   /* count 0: the barriers only (the buffers may be NULL) */
         case K_ALL_REDUCE: case K_REDUCE: case K_ALL_GATHER: memcpy(mine, send + done * es, m * es); break;
         case K_BROADCAST: if (c->rank == d.root) memcpy(mine, send + done * es, m * es); break;
         case K_REDUCE_SCATTER:
@@ -451,7 +451,7 @@ void run_call(emu_nccl_comm *c, op_desc d, const char *send, char *recv)
         }
         if (!barrier(c, what, err, sizeof err)) return fail_call(c, err, ncclRemoteError);
         if (first && !same_call(c, what, err, sizeof err)) return fail_call(c, err, ncclInvalidUsage);
-        switch (d.kind) {
+        switch (m > 0 ? d.kind : -1) {
         case K_ALL_REDUCE: reduce_any(d.dtype, recv + done * es, in, (int)n, m, d.op); break;
         case K_REDUCE: if (c->rank == d.root) reduce_any(d.dtype, recv + done * es, in, (int)n, m, d.op); break;
         case K_BROADCAST: memcpy(recv + done * es, in[d.root], m * es); break;
