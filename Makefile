@@ -157,7 +157,7 @@ check-cuda: $(CUDA_SO)
 # The kernels' source compiled by the host C++ compiler against an emulated CUDA runtime,
 # so the CUDA backend's logic runs on any machine: make cuda-emu; spec/cudaemu/run.
 EMU ?= build-emu
-EMU_OBJ := $(CU_SRC:kernels/%.cu=$(EMU)/kernels/%.o) $(EMU)/emu.o
+EMU_OBJ := $(CU_SRC:kernels/%.cu=$(EMU)/kernels/%.o) $(EMU)/emu.o $(EMU)/nccl.o
 EMU_DEPS := $(wildcard kernels/*.h kernels/*.cuh src/backend.h src/dp.h src/ops.def src/opmath.h src/half.h src/philox.h src/attention.h spec/cudaemu/include/*.h)
 EMU_CXXFLAGS = -std=c++17 -O2 -g -fPIC -fvisibility=hidden -U_FORTIFY_SOURCE -Wall -Wno-unused-function -Wno-unknown-pragmas \
                -Ispec/cudaemu/include -Ikernels -I. -Isrc
@@ -166,11 +166,11 @@ $(EMU)/kernels/%.cpp: kernels/%.cu spec/cudaemu/launch.sed
 	{ echo '#line 1 "$<"'; sed -E -f spec/cudaemu/launch.sed $<; } > $@
 $(EMU)/kernels/%.o: $(EMU)/kernels/%.cpp $(EMU_DEPS)
 	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
-$(EMU)/emu.o: spec/cudaemu/emu.cpp $(EMU_DEPS)
+$(EMU)/%.o: spec/cudaemu/%.cpp $(EMU_DEPS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
 $(EMU)/libdplua_cuda.so: $(EMU_OBJ)
-	$(CXX) -shared -o $@ $^ -lpthread
+	$(CXX) -shared -o $@ $^ -lpthread -lrt
 # kernels with the bugs the emulation must catch (spec/cudaemu/run runs it)
 $(EMU)/selftest.cpp: spec/cudaemu/selftest.cu spec/cudaemu/launch.sed
 	@mkdir -p $(dir $@)
@@ -182,7 +182,10 @@ $(EMU)/selftest: $(EMU)/selftest.cpp $(EMU)/emu.o $(EMU_DEPS)
 $(EMU)/divider_test: spec/cudaemu/divider_test.cpp kernels/divider.h
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -O2 -Wall -Wextra -Ikernels -o $@ $<
-cuda-emu: $(EMU)/libdplua_cuda.so $(EMU)/selftest $(EMU)/divider_test
+# the emulated NCCL between forked ranks (spec/cudaemu/run runs it)
+$(EMU)/nccl_test: spec/cudaemu/nccl_test.cpp $(EMU)/emu.o $(EMU)/nccl.o $(EMU_DEPS)
+	$(CXX) $(EMU_CXXFLAGS) -o $@ $< $(EMU)/emu.o $(EMU)/nccl.o -lpthread -lrt
+cuda-emu: $(EMU)/libdplua_cuda.so $(EMU)/selftest $(EMU)/divider_test $(EMU)/nccl_test
 
 # ------------------------------------------------------------------ set-up, tests, examples
 # what building and running need; the specs also need SPEC_PKGS (PyTorch and NumPy are the

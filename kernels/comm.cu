@@ -11,14 +11,27 @@
 #include "common.cuh"
 #include "comm.h"
 
+/* What NCCL said about its last failure (ncclGetLastError, from NCCL 2.13): its result
+ * string alone says only "invalid usage". */
+static const char *nccl_detail(void)
+{
+#if NCCL_MAJOR > 2 || (NCCL_MAJOR == 2 && NCCL_MINOR >= 13)
+    const char *s = ncclGetLastError(NULL);
+    return s ? s : "";
+#else
+    return "";
+#endif
+}
+
 /* Evaluates an ncclResult_t expression; on failure sets the message (with file and line)
  * and returns -1 from the enclosing function. */
 #define NCCL_CHECK(expr)                                                                   \
     do {                                                                                   \
         ncclResult_t r_ = (expr);                                                          \
         if (r_ != ncclSuccess)                                                             \
-            return dp_cuda_error("NCCL error at %s:%d: %s (%s)", __FILE__, __LINE__,      \
-                                 ncclGetErrorString(r_), #expr);                           \
+            return dp_cuda_error("NCCL error at %s:%d: %s (%s)%s%s", __FILE__, __LINE__,  \
+                                 ncclGetErrorString(r_), #expr, *nccl_detail() ? ": " : "", \
+                                 nccl_detail());                                           \
     } while (0)
 
 /* dplua's device index -> the GPU it runs on (they differ under DPLUA_CUDA_VIRTUAL) */
@@ -83,8 +96,8 @@ int dp_nccl_comm_init(int device, int nranks, const void *id, size_t idlen, int 
     ncclResult_t r = ncclCommInitRank(&c, nranks, uid, rank);
     if (r != ncclSuccess) {
         cudaStreamDestroy(s);
-        return dp_cuda_error("ncclCommInitRank(rank %d of %d on cuda:%d): %s", rank, nranks, device,
-                             ncclGetErrorString(r));
+        return dp_cuda_error("ncclCommInitRank(rank %d of %d on cuda:%d): %s%s%s", rank, nranks, device,
+                             ncclGetErrorString(r), *nccl_detail() ? ": " : "", nccl_detail());
     }
     *comm = c;
     *stream = s;

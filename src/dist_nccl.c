@@ -175,11 +175,15 @@ static int nccl_wait(void *work, dp_device dev, const char *where) {
     return 0;
 }
 
-/* Syncs and frees the communicators. */
+/* Syncs and frees the communicators.  Their streams stay (as PyTorch's pool streams do):
+ * the blocks NCCL used are marked with record_stream and name the stream until they are
+ * freed, which may be after the group is gone (a DDP bucket freed later), when the
+ * allocator records an event on it. */
 static void nccl_group_free(void) {
     for (int d = 0; d < DP_DIST_MAX_DEVICES; d++) {
         if (nccl_comm[d]) {
-            nccl.comm_destroy(nccl_comm[d], nccl_stream[d], d);
+            nccl.stream_sync(nccl_stream[d], d);
+            nccl.comm_destroy(nccl_comm[d], NULL, d);
             nccl_comm[d] = nccl_stream[d] = NULL;
         }
     }

@@ -1,4 +1,4 @@
-/* emu.cpp: the CUDA runtime, cuBLAS and NCCL calls of include/, on the CPU.
+/* emu.cpp: the CUDA runtime and cuBLAS calls of include/, on the CPU (NCCL's: nccl.cpp).
  *
  * Devices.  DPLUA_EMU_GPUS (default 2) devices of DPLUA_EMU_GPU_MEMORY_MIB (default 2048)
  * MiB each.  Device memory is host memory registered with its device, so every call that
@@ -38,7 +38,6 @@
 
 #include "include/cublas_v2.h"
 #include "include/cuda_runtime.h"
-#include "include/nccl.h"
 #include "../../src/half.h"
 
 thread_local uint3 threadIdx;
@@ -168,6 +167,10 @@ bool is_device_mem(const void *p, size_t n, int *device)
 
 const int MAX_DEVICES = 64;
 std::atomic<int> g_sticky[MAX_DEVICES];
+/* the message of the first device lost to a collective (emu::device_lost): the string of
+ * cudaErrorLaunchTimeout from then on */
+std::mutex g_lost_mu;
+char g_lost_msg[640];
 
 cudaError_t sticky(int device)
 {
@@ -528,6 +531,23 @@ void submit(cudaStream_t s, std::function<void()> fn)
     s->queued++;
 }
 
+uint64_t stream_queued(cudaStream_t s) { return queued(s); }
+void stream_run(cudaStream_t s, uint64_t mark) { drain(s, mark); }
+bool device_memory(const void *p, size_t n, int *device) { return is_device_mem(p, n, device); }
+
+void device_lost(int device, const char *msg)
+{
+    if (device < 0 || device >= MAX_DEVICES) return;
+    {
+        std::lock_guard<std::mutex> lock(g_lost_mu);
+        if (!g_lost_msg[0])
+            snprintf(g_lost_msg, sizeof g_lost_msg, "the launch timed out and was terminated (%s)", msg);
+    }
+    int none = cudaSuccess;
+    if (g_sticky[device].compare_exchange_strong(none, (int)cudaErrorLaunchTimeout))
+        warn("%s; device %d is unusable from now on: every later call fails with it", msg, device);
+}
+
 void atomic_lock() { g_atomic_mu.lock(); }
 void atomic_unlock() { g_atomic_mu.unlock(); }
 
@@ -836,6 +856,10 @@ const char *cudaGetErrorString(cudaError_t err)
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
+    case cudaErrorLaunchTimeout: {
+        std::lock_guard<std::mutex> lock(g_lost_mu);
+        return g_lost_msg[0] ? g_lost_msg : "the launch timed out and was terminated";
+    }
     case cudaErrorAssert: return "device-side assert triggered";
     case cudaErrorIllegalInstruction: return "an illegal instruction was encountered";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
@@ -1320,47 +1344,6 @@ cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          int ldc, long long sc, int batch)
 {
     return gemm<double>(h, ta, tb, m, n, k, *alpha, A, lda, sa, B, ldb, sb, *beta, C, ldc, sc, batch, false);
-}
-
-/* ---------------------------------------------------------------- NCCL */
-
-ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
-{
-    memset(id, 0, sizeof *id);
-    return ncclInvalidUsage;
-}
-ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank)
-{
-    (void)nranks; (void)id; (void)rank;
-    *comm = NULL;
-    return ncclInvalidUsage;
-}
-ncclResult_t ncclCommDestroy(ncclComm_t comm)
-{
-    (void)comm;
-    return ncclSuccess;
-}
-const char *ncclGetErrorString(ncclResult_t r)
-{
-    return r == ncclSuccess ? "no error" : "NCCL is not available in the CUDA emulation (spec/cudaemu)";
-}
-ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op,
-                           ncclComm_t comm, cudaStream_t s)
-{
-    (void)send; (void)recv; (void)count; (void)dt; (void)op; (void)comm; (void)s;
-    return ncclInvalidUsage;
-}
-ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t dt, int root,
-                           ncclComm_t comm, cudaStream_t s)
-{
-    (void)send; (void)recv; (void)count; (void)dt; (void)root; (void)comm; (void)s;
-    return ncclInvalidUsage;
-}
-ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t dt, ncclComm_t comm,
-                           cudaStream_t s)
-{
-    (void)send; (void)recv; (void)count; (void)dt; (void)comm; (void)s;
-    return ncclInvalidUsage;
 }
 
 }   // extern "C"

@@ -57,6 +57,7 @@ typedef enum cudaError {
     cudaErrorNotReady = 600,
     cudaErrorIllegalAddress = 700,
     cudaErrorLaunchOutOfResources = 701,
+    cudaErrorLaunchTimeout = 702,
     cudaErrorAssert = 710,
     cudaErrorIllegalInstruction = 715,
     cudaErrorLaunchFailure = 719,
@@ -258,6 +259,16 @@ void submit(cudaStream_t s, std::function<void()> fn);
 /* Runs body(ctx) once per thread of every block of a launch on `device` (key identifies
  * the kernel: its barrier use is learnt per kernel). */
 void execute(const cfg &c, int device, const void *key, const char *name, void (*body)(void *), void *ctx);
+
+/* For the emulated NCCL (nccl.cpp): how many operations were ever queued on s; running s's
+ * queue until `mark` of them have been taken (what a wait on an event recorded then does);
+ * whether [p, p + n) is inside one allocation of device memory (and whose); and losing the
+ * device as a fault does, with cudaErrorLaunchTimeout (a collective that never completes),
+ * whose error string then carries msg. */
+uint64_t stream_queued(cudaStream_t s);
+void stream_run(cudaStream_t s, uint64_t mark);
+bool device_memory(const void *p, size_t n, int *device);
+void device_lost(int device, const char *msg);
 
 template <typename T> inline void collect_ptr(const T &v, const void **out, int &n)
 {
