@@ -6,10 +6,10 @@
  * The work is laid out after CUDA practice (PyTorch's Reduce.cuh), by where the reduced
  * elements lie in memory:
  * - rows (the reduced dim is the input's fastest one, e.g. x:sum(2) of [N, C]): short rows
- *   (<= 128 elements, or <= 4096 when there are many of them) get a power of two of lanes
- *   of a warp each, several rows per block, combined with shuffles; long rows get a block
- *   each, and when there are few outputs each row is split over several blocks whose
- *   partial results a second pass combines;
+ *   (<= 128 elements, or <= 4096 when there are many of them) get 2 to 32 threads of a
+ *   warp each (a power of two), several rows per block, combined with shuffles; long rows
+ *   get a block each, and when there are few outputs each row is split over several
+ *   blocks whose partial results a second pass combines;
  * - columns (the outputs are the fastest, e.g. x:sum(1) of [N, C], a bias gradient):
  *   threadIdx.x runs over consecutive outputs, so a warp's loads are consecutive addresses;
  *   threadIdx.y splits the reduced dim inside a block (a tree in shared memory combines the

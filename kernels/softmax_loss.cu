@@ -3,10 +3,10 @@
  * the CPU backend, so float32 results agree to rounding.  NaN in a lane makes the whole
  * lane NaN, as on the CPU.
  *
- * Softmax lanes of up to 1024 elements (class scores) get a power of two of lanes of a warp
- * each, several lanes per block, with the elements kept in registers between the passes
- * and the max and sum combined by shuffles (PyTorch's persistent softmax); longer lanes
- * get a block each. */
+ * Softmax lanes of up to 1024 elements (class scores) get 2 to 32 threads of a warp each
+ * (a power of two), several lanes per block, with the elements kept in registers between
+ * the passes and the max and sum combined by shuffles (PyTorch's persistent softmax);
+ * longer lanes get a block each. */
 #include "common.cuh"
 
 /* The lanes of up to three views of one shape along dim: outer runs over the lanes, with
