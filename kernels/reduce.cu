@@ -268,33 +268,12 @@ static int64_t pow2_at_most(int64_t n)
 
 static unsigned grid_cap(int64_t n) { return (unsigned)(n < 1 ? 1 : n < 65536 ? n : 65536); }
 
-/* Drops size-1 dims of the outputs and merges the dims that are one run in in, out and
- * idx, so that finding an output's offsets costs fewer divisions. */
-static void collapse_outer(dp_offsets<3> *o)
+/* The input stride of the outputs' fastest dim (the last of size > 1), 0 when none. */
+static int64_t fastest_out_stride(const dp_offsets<3> &o)
 {
-    int m = 0;
-    for (int d = 0; d < o->ndim; d++) {
-        if (o->sizes[d] == 1) continue;
-        if (m > 0) {
-            bool merge = true;
-            for (int k = 0; k < 3; k++)
-                if (o->strides[k][m - 1] != o->strides[k][d] * o->sizes[d]) merge = false;
-            if (merge) {
-                o->sizes[m - 1] *= o->sizes[d];
-                for (int k = 0; k < 3; k++) o->strides[k][m - 1] = o->strides[k][d];
-                continue;
-            }
-        }
-        o->sizes[m] = o->sizes[d];
-        for (int k = 0; k < 3; k++) o->strides[k][m] = o->strides[k][d];
-        m++;
-    }
-    if (m == 0) {
-        o->sizes[0] = 1;
-        for (int k = 0; k < 3; k++) o->strides[k][0] = 0;
-        m = 1;
-    }
-    o->ndim = m;
+    for (int d = o.ndim - 1; d >= 0; d--)
+        if (o.sizes[d] > 1) return o.strides[0][d];
+    return 0;
 }
 
 static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
@@ -337,12 +316,11 @@ struct DP_HIDDEN reduce_launch {
     template <typename O> int run() const
     {
         CUDA_STREAM_OF(out->device, s);
-        dp_reduce_geom g = *geom;
-        collapse_outer(&g.outer);
+        const dp_reduce_geom &g = *geom;
         in_src<A> src = { g.inner, g.n_red, in->dtype };
         out_dst<A, O> dst = { g.n_red };
         int64_t *x = idx ? (int64_t *)idx->data : NULL;
-        int64_t s_red = g.inner.strides[0][g.inner.ndim - 1], s_out = g.outer.strides[0][g.outer.ndim - 1];
+        int64_t s_red = g.inner.strides[0][g.inner.ndim - 1], s_out = fastest_out_stride(g.outer);
         bool cols = g.n_out > 1 && g.inner.ndim == 1 && abs64(s_out) < abs64(s_red);
         rpair<A> *partial = NULL;
         int64_t splits = 1;
