@@ -1,7 +1,12 @@
 /* softmax_loss.cu: softmax and log_softmax along a dim (forward and backward) and the
- * negative log-likelihood loss (forward and backward).  One block per lane of the softmax
- * dim; the arithmetic is in double, as in the CPU backend, so float32 results agree to
- * rounding.  NaN in a lane makes the whole lane NaN, as on the CPU. */
+ * negative log-likelihood loss (forward and backward).  The arithmetic is in double, as in
+ * the CPU backend, so float32 results agree to rounding.  NaN in a lane makes the whole
+ * lane NaN, as on the CPU.
+ *
+ * Softmax lanes of up to 1024 elements (class scores) get 2 to 32 threads of a warp each
+ * (a power of two), several lanes per block, with the elements kept in registers between
+ * the passes and the max and sum combined by shuffles (PyTorch's persistent softmax);
+ * longer lanes get a block each. */
 #include "common.cuh"
 
 /* The lanes of up to three views of one shape along dim: outer runs over the lanes, with
@@ -41,6 +46,139 @@ static unsigned lane_threads(int64_t len)
 }
 
 static unsigned lane_grid(int64_t n) { return (unsigned)(n < (1 << 20) ? (n < 1 ? 1 : n) : (1 << 20)); }
+
+/* Lanes of up to 1024 elements on part of a warp: blockDim.x threads (a power of two, 2 to 32)
+ * per lane, blockDim.y lanes per block, each thread holding N elements (thread t has
+ * elements t, t + blockDim.x, ...: a warp's loads are consecutive when step is 1). */
+#define WARP_LANES_MAX 1024
+#define WARP_BLOCK 128   /* threads per block of the warp kernels */
+
+/* Sum (MAX false) or maximum (NaN wins) over groups of `width` lanes, in every lane of the
+ * group: the butterfly gives every lane the same bits. */
+template <bool MAX> __device__ __forceinline__ double group_reduce(double v, int width)
+{
+    for (int o = width / 2; o > 0; o >>= 1) {
+        double w = __shfl_xor_sync(0xffffffffu, v, o, width);
+        v = MAX ? ((w > v || w != w) ? w : v) : v + w;
+    }
+    return v;
+}
+
+/* views: 0 = in, 1 = out */
+template <typename T, int N>
+static __global__ void softmax_warp_kernel(bool log_, lanes l, const T *in, T *out)
+{
+    int w = blockDim.x;
+    /* the loop is uniform over the block: every thread reaches the shuffles */
+    for (int64_t j0 = (int64_t)blockIdx.x * blockDim.y; j0 < l.n_lanes; j0 += (int64_t)gridDim.x * blockDim.y) {
+        int64_t j = j0 + threadIdx.y, off[3] = { 0, 0, 0 };
+        int n = 0;   /* how many of its N elements this thread has */
+        if (j < l.n_lanes) {
+            l.outer.get(j, off);
+            int64_t left = l.len - threadIdx.x;
+            n = left <= 0 ? 0 : (int)((left + w - 1) / w);
+        }
+        T v[N];
+        double m = -INFINITY;
+#pragma unroll
+        for (int k = 0; k < N; k++) {
+            v[k] = k < n ? in[off[0] + (threadIdx.x + (int64_t)k * w) * l.step[0]] : (T)0;
+            double x = (double)v[k];
+            if (k < n && (x > m || x != x)) m = x;
+        }
+        m = group_reduce<true>(m, w);
+        double sum = 0;
+#pragma unroll
+        for (int k = 0; k < N; k++)
+            if (k < n) sum += exp((double)v[k] - m);
+        sum = group_reduce<false>(sum, w);
+        double lse = m + log(sum);
+#pragma unroll
+        for (int k = 0; k < N; k++) {
+            if (k < n) {
+                double x = (double)v[k];
+                out[off[1] + (threadIdx.x + (int64_t)k * w) * l.step[1]] = (T)(log_ ? x - lse : exp(x - m) / sum);
+            }
+        }
+    }
+}
+
+/* views: 0 = grad_out, 1 = grad_in, 2 = y */
+template <typename T, int N>
+static __global__ void softmax_backward_warp_kernel(bool log_, lanes l, const T *gout, T *gin, const T *y)
+{
+    int w = blockDim.x;
+    for (int64_t j0 = (int64_t)blockIdx.x * blockDim.y; j0 < l.n_lanes; j0 += (int64_t)gridDim.x * blockDim.y) {
+        int64_t j = j0 + threadIdx.y, off[3] = { 0, 0, 0 };
+        int n = 0;
+        if (j < l.n_lanes) {
+            l.outer.get(j, off);
+            int64_t left = l.len - threadIdx.x;
+            n = left <= 0 ? 0 : (int)((left + w - 1) / w);
+        }
+        T gv[N], yv[N];
+        double acc = 0;
+#pragma unroll
+        for (int k = 0; k < N; k++) {
+            int64_t r = threadIdx.x + (int64_t)k * w;
+            gv[k] = k < n ? gout[off[0] + r * l.step[0]] : (T)0;
+            yv[k] = k < n ? y[off[2] + r * l.step[2]] : (T)0;
+            acc += log_ ? (double)gv[k] : (double)gv[k] * (double)yv[k];
+        }
+        acc = group_reduce<false>(acc, w);
+#pragma unroll
+        for (int k = 0; k < N; k++) {
+            if (k < n) {
+                double g = (double)gv[k], yy = (double)yv[k];
+                gin[off[1] + (threadIdx.x + (int64_t)k * w) * l.step[1]] = (T)(log_ ? g - exp(yy) * acc : yy * (g - acc));
+            }
+        }
+    }
+}
+
+/* The warp kernels' shape for lanes of len <= WARP_LANES_MAX elements: threads per lane
+ * (x), lanes per block (y), elements per thread (*n). */
+static dim3 warp_shape(int64_t len, int *n)
+{
+    int64_t p = 2;   /* at least one shuffle, so that the kernels synchronise alike in every launch */
+    while (p < len) p <<= 1;
+    unsigned w = (unsigned)(p < 32 ? p : 32);
+    *n = (int)(p / w);
+    return dim3(w, WARP_BLOCK / w);
+}
+
+static unsigned warp_grid(int64_t n_lanes, dim3 b) { return lane_grid((n_lanes + b.y - 1) / b.y); }
+
+template <typename T> static void softmax_warp(bool log_, const lanes &l, const T *in, T *out, cudaStream_t s)
+{
+    int n;
+    dim3 b = warp_shape(l.len, &n);
+    unsigned g = warp_grid(l.n_lanes, b);
+    switch (n) {
+    case 1: softmax_warp_kernel<T, 1><<<g, b, 0, s>>>(log_, l, in, out); break;
+    case 2: softmax_warp_kernel<T, 2><<<g, b, 0, s>>>(log_, l, in, out); break;
+    case 4: softmax_warp_kernel<T, 4><<<g, b, 0, s>>>(log_, l, in, out); break;
+    case 8: softmax_warp_kernel<T, 8><<<g, b, 0, s>>>(log_, l, in, out); break;
+    case 16: softmax_warp_kernel<T, 16><<<g, b, 0, s>>>(log_, l, in, out); break;
+    default: softmax_warp_kernel<T, 32><<<g, b, 0, s>>>(log_, l, in, out); break;
+    }
+}
+
+template <typename T>
+static void softmax_backward_warp(bool log_, const lanes &l, const T *gout, T *gin, const T *y, cudaStream_t s)
+{
+    int n;
+    dim3 b = warp_shape(l.len, &n);
+    unsigned g = warp_grid(l.n_lanes, b);
+    switch (n) {
+    case 1: softmax_backward_warp_kernel<T, 1><<<g, b, 0, s>>>(log_, l, gout, gin, y); break;
+    case 2: softmax_backward_warp_kernel<T, 2><<<g, b, 0, s>>>(log_, l, gout, gin, y); break;
+    case 4: softmax_backward_warp_kernel<T, 4><<<g, b, 0, s>>>(log_, l, gout, gin, y); break;
+    case 8: softmax_backward_warp_kernel<T, 8><<<g, b, 0, s>>>(log_, l, gout, gin, y); break;
+    case 16: softmax_backward_warp_kernel<T, 16><<<g, b, 0, s>>>(log_, l, gout, gin, y); break;
+    default: softmax_backward_warp_kernel<T, 32><<<g, b, 0, s>>>(log_, l, gout, gin, y); break;
+    }
+}
 
 /* views: 0 = in, 1 = out */
 template <typename T>
@@ -117,9 +255,12 @@ extern "C" int dp_cuda_softmax(bool log, const dp_view *out, const dp_view *in, 
     if (l.n_lanes == 0 || l.len == 0) return 0;
     CUDA_STREAM_OF(out->device, s);
     unsigned t = lane_threads(l.len), g = lane_grid(l.n_lanes);
-    if (in->dtype == DP_FLOAT32) softmax_kernel<float><<<g, t, 0, s>>>(log, l, (const float *)in->data, (float *)out->data);
-    else if (in->dtype == DP_FLOAT64) softmax_kernel<double><<<g, t, 0, s>>>(log, l, (const double *)in->data, (double *)out->data);
-    else return float_only(log ? "log_softmax" : "softmax", in->dtype);
+    if (in->dtype != DP_FLOAT32 && in->dtype != DP_FLOAT64) return float_only(log ? "log_softmax" : "softmax", in->dtype);
+    if (l.len <= WARP_LANES_MAX) {
+        if (in->dtype == DP_FLOAT32) softmax_warp<float>(log, l, (const float *)in->data, (float *)out->data, s);
+        else softmax_warp<double>(log, l, (const double *)in->data, (double *)out->data, s);
+    } else if (in->dtype == DP_FLOAT32) softmax_kernel<float><<<g, t, 0, s>>>(log, l, (const float *)in->data, (float *)out->data);
+    else softmax_kernel<double><<<g, t, 0, s>>>(log, l, (const double *)in->data, (double *)out->data);
     CUDA_CHECK_LAUNCH("softmax");
     return 0;
 }
@@ -141,13 +282,19 @@ extern "C" int dp_cuda_softmax_backward(bool log, const dp_view *grad_in, const 
     if (l.n_lanes == 0 || l.len == 0) return 0;
     CUDA_STREAM_OF(grad_in->device, s);
     unsigned t = lane_threads(l.len), g = lane_grid(l.n_lanes);
-    if (grad_out->dtype == DP_FLOAT32)
+    if (grad_out->dtype != DP_FLOAT32 && grad_out->dtype != DP_FLOAT64) return float_only("softmax backward", grad_out->dtype);
+    if (l.len <= WARP_LANES_MAX) {
+        if (grad_out->dtype == DP_FLOAT32)
+            softmax_backward_warp<float>(log, l, (const float *)grad_out->data, (float *)grad_in->data, (const float *)y->data, s);
+        else
+            softmax_backward_warp<double>(log, l, (const double *)grad_out->data, (double *)grad_in->data,
+                                          (const double *)y->data, s);
+    } else if (grad_out->dtype == DP_FLOAT32)
         softmax_backward_kernel<float><<<g, t, 0, s>>>(log, l, (const float *)grad_out->data, (float *)grad_in->data,
                                                        (const float *)y->data);
-    else if (grad_out->dtype == DP_FLOAT64)
+    else
         softmax_backward_kernel<double><<<g, t, 0, s>>>(log, l, (const double *)grad_out->data, (double *)grad_in->data,
                                                         (const double *)y->data);
-    else return float_only("softmax backward", grad_out->dtype);
     CUDA_CHECK_LAUNCH("softmax_backward");
     return 0;
 }
