@@ -158,9 +158,10 @@ DP_CUDA_INTERNAL int dp_cuda_gru_cell_backward(const dp_view *ggi, const dp_view
                                                int64_t batch, int64_t hidden);
 
 /* ---- determ.cu: the deterministic scatter (see there).  begin allocates the scratch of n
- * sources: the caller's kernel fills keys[i] (destination element offset, -1 to skip) and
- * soffs[i] (value element offset) for i < n; scatter folds the values into dest with mode
- * (dp_scatter_mode) in source order; end frees the scratch (always call it after begin). */
+ * sources; the caller's kernel fills keys[i] (destination element offset, -1 to skip) and
+ * soffs[i] (value element offset) for i < n; scatter, called right after that launch,
+ * checks it, folds the values into dest with mode (dp_scatter_mode) in source order and
+ * frees the scratch. */
 typedef struct {
     int dev;
     int64_t n, n2;
@@ -168,7 +169,6 @@ typedef struct {
 } dp_det_scratch;
 DP_CUDA_INTERNAL int dp_cuda_det_begin(int dev, int64_t n, dp_det_scratch *d);
 DP_CUDA_INTERNAL int dp_cuda_det_scatter(dp_det_scratch *d, int dtype, int mode, void *dest, const void *src);
-DP_CUDA_INTERNAL void dp_cuda_det_end(dp_det_scratch *d);
 
 #ifdef __cplusplus
 }

@@ -99,14 +99,10 @@ extern "C" int dp_cuda_det_begin(int dev, int64_t n, dp_det_scratch *d)
     return 0;
 }
 
-extern "C" void dp_cuda_det_end(dp_det_scratch *d)
+/* the caller's keys kernel was the last launch: its status, then the sort and the fold */
+static int det_sort_and_fold(dp_det_scratch *d, int dtype, int mode, void *dest, const void *src)
 {
-    if (d->keys) dp_cuda_scratch_free(d->dev, d->keys);   /* reused in stream order */
-    d->keys = NULL;
-}
-
-extern "C" int dp_cuda_det_scatter(dp_det_scratch *d, int dtype, int mode, void *dest, const void *src)
-{
+    CUDA_CHECK_LAUNCH("the sources of a deterministic scatter");
     CUDA_STREAM_OF((dp_device{ DP_DEVICE_CUDA, d->dev }), s);
     unsigned g = dp_grid_for(d->n2, DP_THREADS);
     det_init_kernel<<<g, DP_THREADS, 0, s>>>(d->n, d->n2, d->keys, d->pos);
@@ -118,4 +114,12 @@ extern "C" int dp_cuda_det_scatter(dp_det_scratch *d, int dtype, int mode, void 
         }
     det_reduce_launch f = { s, d, dest, src, mode };
     return DP_DISPATCH_OUT(dtype, f);
+}
+
+extern "C" int dp_cuda_det_scatter(dp_det_scratch *d, int dtype, int mode, void *dest, const void *src)
+{
+    int rc = det_sort_and_fold(d, dtype, mode, dest, src);
+    dp_cuda_scratch_free(d->dev, d->keys);   /* reused in stream order */
+    d->keys = NULL;
+    return rc;
 }

@@ -102,11 +102,7 @@ struct DP_HIDDEN index_launch {
             dp_det_scratch d;
             if (dp_cuda_det_begin(iterated->device.index, n, &d)) return -1;
             index_add_keys_kernel<<<g, DP_THREADS, 0, s>>>(oc, n, d.keys, d.soffs, ds, ix, xs, lim);
-            cudaError_t e = cudaGetLastError();
-            int rc = e != cudaSuccess ? dp_cuda_error("CUDA error launching index_add: %s", cudaGetErrorString(e))
-                                      : dp_cuda_det_scatter(&d, indexed->dtype, DP_SCATTER_ADD, indexed->data, iterated->data);
-            dp_cuda_det_end(&d);
-            return rc;
+            return dp_cuda_det_scatter(&d, indexed->dtype, DP_SCATTER_ADD, indexed->data, iterated->data);
         }
         if (add) index_add_kernel<T><<<g, DP_THREADS, 0, s>>>(oc, n, (const T *)iterated->data, (T *)indexed->data, ds, ix, xs, lim);
         else index_select_kernel<T><<<g, DP_THREADS, 0, s>>>(oc, n, (T *)iterated->data, (const T *)indexed->data, ds, ix, xs, lim);
@@ -222,15 +218,11 @@ struct DP_HIDDEN offsets_launch {
         unsigned g = dp_grid_for(n, DP_THREADS);
         const int64_t *ox = (const int64_t *)offs->data;
         /* a copy to a repeated offset keeps the last value, as on the CPU */
-        if (scatter && (mode == DP_SCATTER_COPY || det_path(base->dtype)) && dp_cuda_deterministic()) {
+        if (scatter && (mode == DP_SCATTER_COPY ? dp_cuda_deterministic() : det_path(base->dtype))) {
             dp_det_scratch d;
             if (dp_cuda_det_begin(iterated->device.index, n, &d)) return -1;
             scatter_offsets_keys_kernel<<<g, DP_THREADS, 0, s>>>(oc, n, d.keys, d.soffs, ox);
-            cudaError_t e = cudaGetLastError();
-            int rc = e != cudaSuccess ? dp_cuda_error("CUDA error launching scatter_offsets: %s", cudaGetErrorString(e))
-                                      : dp_cuda_det_scatter(&d, base->dtype, mode, base->data, iterated->data);
-            dp_cuda_det_end(&d);
-            return rc;
+            return dp_cuda_det_scatter(&d, base->dtype, mode, base->data, iterated->data);
         }
         if (scatter)
             scatter_offsets_kernel<T><<<g, DP_THREADS, 0, s>>>(oc, n, (T *)base->data, ox, (const T *)iterated->data, mode);

@@ -157,11 +157,7 @@ extern "C" int dp_cuda_scatter_add_rows(dp_device dev, int dtype, int64_t rows, 
         dp_det_scratch d;
         if (dp_cuda_det_begin(dev.index, total, &d)) return -1;
         scatter_rows_keys_kernel<<<g, DP_THREADS, 0, s>>>(total, n_src, n_out, idx, d.keys, d.soffs);
-        cudaError_t e = cudaGetLastError();
-        int rc = e != cudaSuccess ? dp_cuda_error("CUDA error launching scatter_add_rows: %s", cudaGetErrorString(e))
-                                  : dp_cuda_det_scatter(&d, dtype, DP_SCATTER_ADD, out, src);
-        dp_cuda_det_end(&d);
-        return rc;
+        return dp_cuda_det_scatter(&d, dtype, DP_SCATTER_ADD, out, src);
     }
     switch (dtype) {
     case DP_FLOAT32: scatter_rows_kernel<float><<<g, DP_THREADS, 0, s>>>(total, n_src, n_out, (const float *)src, idx, (float *)out); break;

@@ -146,11 +146,7 @@ static int pool_backward_deterministic(const dp_pool2d_params *p, int dtype, dp_
     dp_det_scratch d;
     if (dp_cuda_det_begin(dev.index, n, &d)) return -1;
     max_pool_bwd_keys_kernel<<<dp_grid_for(n, DP_THREADS), DP_THREADS, 0, s>>>(*p, n, idx, d.keys, d.soffs);
-    cudaError_t e = cudaGetLastError();
-    int rc = e != cudaSuccess ? dp_cuda_error("CUDA error launching pool2d backward: %s", cudaGetErrorString(e))
-                              : dp_cuda_det_scatter(&d, dtype, DP_SCATTER_ADD, grad_in, grad_out);
-    dp_cuda_det_end(&d);
-    return rc;
+    return dp_cuda_det_scatter(&d, dtype, DP_SCATTER_ADD, grad_in, grad_out);
 }
 
 static int pool_check(const char *what, const dp_pool2d_params *p, int dtype, const void *idx)
