@@ -42,6 +42,9 @@
 /* ---------------------------------------------------------------- errors */
 
 static int (*g_error_fn)(const char *fmt, ...);
+/* the engine's deterministic-algorithms flags (determ.c), read at each call */
+static bool (*g_deterministic_fn)(void);
+static bool (*g_cudnn_deterministic_fn)(void);
 
 extern "C" int dp_cuda_error(const char *fmt, ...)
 {
@@ -238,6 +241,8 @@ extern "C" int dp_cuda_device_of(const void *ptr)
 }
 
 extern "C" bool dp_cuda_tf32(void) { return g_tf32.load(); }
+extern "C" bool dp_cuda_deterministic(void) { return g_deterministic_fn && g_deterministic_fn(); }
+extern "C" bool dp_cuda_cudnn_deterministic(void) { return g_cudnn_deterministic_fn && g_cudnn_deterministic_fn(); }
 
 static size_t round_size(size_t n)
 {
@@ -990,6 +995,8 @@ extern "C" const dp_backend *dp_cuda_backend_init(const dp_backend_host *host, i
         return NULL;
     }
     g_error_fn = host->error;
+    g_deterministic_fn = host->deterministic;
+    g_cudnn_deterministic_fn = host->cudnn_deterministic;
     if (!g_devices.empty()) {
         *device_count = (int)g_devices.size();
         return &g_cuda_backend;

@@ -2,7 +2,9 @@
  * DPLUA_CUDNN=1.  libcudnn.so.9 is loaded at run time with dlopen (as the engine loads
  * this library), so a machine without it runs the im2col path.  A shape cuDNN's legacy API
  * cannot express (padding that differs on the two sides of a dim) or any cuDNN failure
- * before the output is written falls back to im2col as well.
+ * before the output is written falls back to im2col as well.  Under
+ * torch.backends.cudnn.deterministic (or torch.use_deterministic_algorithms) only the
+ * algorithms cuDNN reports deterministic are used, as PyTorch does.
  *
  * Opt-in until it has been checked on a GPU (spec/conv_spec.lua with DPLUA_CUDNN=1 on
  * cuda:0); the emulation has no cuDNN, so this file is compiled only by nvcc. */
@@ -173,13 +175,16 @@ extern "C" int dp_cuda_cudnn_conv(int which, int dtype, const dp_conv_geom *g, v
     if (!describe(d, *g, dtype)) return 0;
     scalars s;
     const void *beta = accumulate ? s.one(dtype) : s.zero(dtype);
+    /* torch.backends.cudnn.deterministic or torch.use_deterministic_algorithms: only the
+     * algorithms cuDNN says are deterministic; with none, im2col (deterministic) does it */
+    bool det = dp_cuda_cudnn_deterministic();
     int n = 0;
     size_t bytes = 0;
     if (which == 0) {            /* forward: a0 = out, a1 = in, a2 = w */
         cudnnConvolutionFwdAlgoPerf_t perf[8];
         if (a->cudnnGetConvolutionForwardAlgorithm_v7(h, d.in, d.w, d.conv, d.out, 8, &n, perf) || n < 1) return 0;
         for (int i = 0; i < n; i++) {
-            if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+            if (perf[i].status != CUDNN_STATUS_SUCCESS || (det && perf[i].determinism != CUDNN_DETERMINISTIC)) continue;
             if (a->cudnnGetConvolutionForwardWorkspaceSize(h, d.in, d.w, d.conv, d.out, perf[i].algo, &bytes)) continue;
             return with_workspace(dev, bytes, [&](void *ws) {
                 return a->cudnnConvolutionForward(h, s.one(dtype), d.in, a1, d.w, a2, d.conv, perf[i].algo, ws, bytes, beta,
@@ -190,7 +195,7 @@ extern "C" int dp_cuda_cudnn_conv(int which, int dtype, const dp_conv_geom *g, v
         cudnnConvolutionBwdDataAlgoPerf_t perf[8];
         if (a->cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.out, d.conv, d.in, 8, &n, perf) || n < 1) return 0;
         for (int i = 0; i < n; i++) {
-            if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+            if (perf[i].status != CUDNN_STATUS_SUCCESS || (det && perf[i].determinism != CUDNN_DETERMINISTIC)) continue;
             if (a->cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.out, d.conv, d.in, perf[i].algo, &bytes)) continue;
             return with_workspace(dev, bytes, [&](void *ws) {
                 return a->cudnnConvolutionBackwardData(h, s.one(dtype), d.w, a2, d.out, a1, d.conv, perf[i].algo, ws, bytes,
@@ -201,7 +206,7 @@ extern "C" int dp_cuda_cudnn_conv(int which, int dtype, const dp_conv_geom *g, v
         cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
         if (a->cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.in, d.out, d.conv, d.w, 8, &n, perf) || n < 1) return 0;
         for (int i = 0; i < n; i++) {
-            if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+            if (perf[i].status != CUDNN_STATUS_SUCCESS || (det && perf[i].determinism != CUDNN_DETERMINISTIC)) continue;
             if (a->cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.in, d.out, d.conv, d.w, perf[i].algo, &bytes)) continue;
             return with_workspace(dev, bytes, [&](void *ws) {
                 return a->cudnnConvolutionBackwardFilter(h, s.one(dtype), d.in, a2, d.out, a1, d.conv, perf[i].algo, ws, bytes,

@@ -42,6 +42,11 @@ DP_CUDA_INTERNAL int dp_cuda_enter(int index, void **stream);
 DP_CUDA_INTERNAL void *dp_cuda_cublas_acquire(int index);
 DP_CUDA_INTERNAL void dp_cuda_cublas_release(int index);
 DP_CUDA_INTERNAL bool dp_cuda_tf32(void);
+/* torch.use_deterministic_algorithms is on (the engine's flag): the kernels that would
+ * accumulate with atomics take their deterministic paths (determ.cu) */
+DP_CUDA_INTERNAL bool dp_cuda_deterministic(void);
+/* cuDNN must pick deterministic algorithms (torch.backends.cudnn.deterministic, or the above) */
+DP_CUDA_INTERNAL bool dp_cuda_cudnn_deterministic(void);
 /* The (virtual) device whose allocation holds ptr (an interior pointer is fine), or -1
  * with the message set: for the launchers that receive raw pointers (gemm, optimizers). */
 DP_CUDA_INTERNAL int dp_cuda_device_of(const void *ptr);
@@ -151,6 +156,19 @@ DP_CUDA_INTERNAL int dp_cuda_gru_cell(const dp_view *h, const dp_view *act, cons
 DP_CUDA_INTERNAL int dp_cuda_gru_cell_backward(const dp_view *ggi, const dp_view *ggh, const dp_view *gh_prev,
                                                const dp_view *gout, const dp_view *act, const dp_view *h_prev,
                                                int64_t batch, int64_t hidden);
+
+/* ---- determ.cu: the deterministic scatter (see there).  begin allocates the scratch of n
+ * sources; the caller's kernel fills keys[i] (destination element offset, -1 to skip) and
+ * soffs[i] (value element offset) for i < n; scatter, called right after that launch,
+ * checks it, folds the values into dest with mode (dp_scatter_mode) in source order and
+ * frees the scratch. */
+typedef struct {
+    int dev;
+    int64_t n, n2;
+    int64_t *keys, *pos, *soffs;
+} dp_det_scratch;
+DP_CUDA_INTERNAL int dp_cuda_det_begin(int dev, int64_t n, dp_det_scratch *d);
+DP_CUDA_INTERNAL int dp_cuda_det_scatter(dp_det_scratch *d, int dtype, int mode, void *dest, const void *src);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,7 @@
 /* index.cu: index_select (gather along a dim) and index_add (its backward: scatter-add
- * along a dim, with atomics since indices may repeat).  Indices are int64 and 0-based; the
+ * along a dim, with atomics since indices may repeat; under
+ * torch.use_deterministic_algorithms determ.cu's sorted path, as for the advanced indexing
+ * scatters).  Indices are int64 and 0-based; the
  * engine range-checks them on the device (index_check.cu) and reports a bad one at the
  * next synchronisation, so these kernels skip indices outside [0, limit) rather than read
  * or write out of bounds.  The element index along dim comes from a third synthetic
@@ -55,6 +57,23 @@ static __global__ void index_add_kernel(dp_offsets<3> oc, int64_t n, const T *sr
     }
 }
 
+/* the deterministic path's sources (determ.cu): where each source element goes, if anywhere */
+static __global__ void index_add_keys_kernel(dp_offsets<3> oc, int64_t n, int64_t *keys, int64_t *soffs,
+                                             int64_t gin_dim_stride, const int64_t *idx, int64_t idx_stride,
+                                             int64_t limit)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t off[3];
+        oc.get(i, off);
+        int64_t v = idx[off[2] * idx_stride];
+        keys[i] = v >= 0 && v < limit ? off[1] + v * gin_dim_stride : -1;
+        soffs[i] = off[0];
+    }
+}
+
+/* float sums depend on the order of the atomics; integer ones do not */
+static bool det_path(int dtype) { return (dtype == DP_FLOAT32 || dtype == DP_FLOAT64) && dp_cuda_deterministic(); }
+
 static int check_args(const char *what, const dp_view *a, const dp_view *b, int dim, const dp_view *idx)
 {
     if (a->dtype != b->dtype) return dp_cuda_error("CUDA %s: dtypes differ", what);
@@ -79,6 +98,12 @@ struct DP_HIDDEN index_launch {
         unsigned g = dp_grid_for(n, DP_THREADS);
         const int64_t *ix = (const int64_t *)idx->data;
         int64_t xs = idx->ndim ? idx->strides[0] : 0, ds = indexed->strides[dim], lim = indexed->sizes[dim];
+        if (add && det_path(indexed->dtype)) {
+            dp_det_scratch d;
+            if (dp_cuda_det_begin(iterated->device.index, n, &d)) return -1;
+            index_add_keys_kernel<<<g, DP_THREADS, 0, s>>>(oc, n, d.keys, d.soffs, ds, ix, xs, lim);
+            return dp_cuda_det_scatter(&d, indexed->dtype, DP_SCATTER_ADD, indexed->data, iterated->data);
+        }
         if (add) index_add_kernel<T><<<g, DP_THREADS, 0, s>>>(oc, n, (const T *)iterated->data, (T *)indexed->data, ds, ix, xs, lim);
         else index_select_kernel<T><<<g, DP_THREADS, 0, s>>>(oc, n, (T *)iterated->data, (const T *)indexed->data, ds, ix, xs, lim);
         CUDA_CHECK_LAUNCH(add ? "index_add" : "index_select");
@@ -166,6 +191,17 @@ static __global__ void scatter_offsets_kernel(dp_offsets<3> oc, int64_t n, T *ba
     }
 }
 
+static __global__ void scatter_offsets_keys_kernel(dp_offsets<3> oc, int64_t n, int64_t *keys, int64_t *soffs,
+                                                   const int64_t *offs)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t off[3];
+        oc.get(i, off);
+        keys[i] = off[1] + offs[off[2]];
+        soffs[i] = off[0];
+    }
+}
+
 /* gather (scatter false: iterated = out) or scatter (iterated = src) */
 struct DP_HIDDEN offsets_launch {
     bool scatter;
@@ -181,6 +217,13 @@ struct DP_HIDDEN offsets_launch {
         CUDA_STREAM_OF(iterated->device, s);
         unsigned g = dp_grid_for(n, DP_THREADS);
         const int64_t *ox = (const int64_t *)offs->data;
+        /* a copy to a repeated offset keeps the last value, as on the CPU */
+        if (scatter && (mode == DP_SCATTER_COPY ? dp_cuda_deterministic() : det_path(base->dtype))) {
+            dp_det_scratch d;
+            if (dp_cuda_det_begin(iterated->device.index, n, &d)) return -1;
+            scatter_offsets_keys_kernel<<<g, DP_THREADS, 0, s>>>(oc, n, d.keys, d.soffs, ox);
+            return dp_cuda_det_scatter(&d, base->dtype, mode, base->data, iterated->data);
+        }
         if (scatter)
             scatter_offsets_kernel<T><<<g, DP_THREADS, 0, s>>>(oc, n, (T *)base->data, ox, (const T *)iterated->data, mode);
         else

@@ -3,7 +3,8 @@
  * per element, a pass over the row each: simple and correct, quadratic in the row length),
  * the inclusive scans (one thread
  * per row) and the row-wise scatter-add of the gradient of picked values (atomics, since a
- * column may be picked more than once). */
+ * column may be picked more than once; determ.cu's sorted path under
+ * torch.use_deterministic_algorithms). */
 #include "common.cuh"
 
 /* a sorts strictly before b; NaN is the largest value */
@@ -83,6 +84,16 @@ static __global__ void scatter_rows_kernel(int64_t total, int64_t n_src, int64_t
     }
 }
 
+/* the deterministic path's sources (determ.cu): element e of row r goes to column idx[e] */
+static __global__ void scatter_rows_keys_kernel(int64_t total, int64_t n_src, int64_t n_out, const int64_t *idx,
+                                                int64_t *keys, int64_t *soffs)
+{
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+        keys[e] = e / n_src * n_out + idx[e];
+        soffs[e] = e;
+    }
+}
+
 struct DP_HIDDEN sort_launch {
     dp_device dev;
     int64_t rows, n, k;
@@ -142,6 +153,12 @@ extern "C" int dp_cuda_scatter_add_rows(dp_device dev, int dtype, int64_t rows, 
     if (total == 0) return 0;
     CUDA_STREAM_OF(dev, s);
     unsigned g = dp_grid_for(total, DP_THREADS);
+    if ((dtype == DP_FLOAT32 || dtype == DP_FLOAT64) && dp_cuda_deterministic()) {
+        dp_det_scratch d;
+        if (dp_cuda_det_begin(dev.index, total, &d)) return -1;
+        scatter_rows_keys_kernel<<<g, DP_THREADS, 0, s>>>(total, n_src, n_out, idx, d.keys, d.soffs);
+        return dp_cuda_det_scatter(&d, dtype, DP_SCATTER_ADD, out, src);
+    }
     switch (dtype) {
     case DP_FLOAT32: scatter_rows_kernel<float><<<g, DP_THREADS, 0, s>>>(total, n_src, n_out, (const float *)src, idx, (float *)out); break;
     case DP_FLOAT64: scatter_rows_kernel<double><<<g, DP_THREADS, 0, s>>>(total, n_src, n_out, (const double *)src, idx, (double *)out); break;

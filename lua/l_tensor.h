@@ -32,6 +32,7 @@ extern const luaL_Reg lt_sort_functions[];    /* l_sort.c: sort, topk, cumsum ..
 extern const luaL_Reg lt_function_functions[]; /* l_function.c: custom_attach, autograd_grad */
 extern const luaL_Reg lt_random_functions[];   /* l_random.c: draws from a given stream */
 extern const luaL_Reg lt_linalg_functions[];   /* l_linalg.c: _lapack_* for torch.linalg */
+extern const luaL_Reg lt_determ_functions[];   /* l_determ.c: use_deterministic_algorithms ... */
 /* dp_backward run so that custom Function nodes can call back into L (l_function.c) */
 int lt_run_backward(lua_State *L, dp_tensor *root, dp_tensor *grad, bool retain);
 extern const luaL_Reg lt_index_functions[];   /* l_index.c: gather, scatter, index_put, nonzero */

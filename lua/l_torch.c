@@ -799,6 +799,7 @@ int dplua_open_core(lua_State *L)
     luaL_setfuncs(L, lt_function_functions, 0);
     luaL_setfuncs(L, lt_random_functions, 0);
     luaL_setfuncs(L, lt_linalg_functions, 0);
+    luaL_setfuncs(L, lt_determ_functions, 0);
     lt_set_functions(L);
     luaL_setfuncs(L, lt_op_functions, 0);   /* torch.* only */
     luaL_newlib(L, cuda_functions);

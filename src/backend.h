@@ -287,6 +287,10 @@ dp_view dp_view_of(const dp_tensor *t);
  * errors through these, so it never looks the engine up by symbol name. */
 typedef struct {
     int (*error)(const char *fmt, ...);   /* dp_error */
+    /* ---- deterministic algorithms (determ.c): the flags, read at each call */
+    bool (*deterministic)(void);           /* dp_deterministic_algorithms */
+    bool (*cudnn_deterministic)(void);     /* dp_cudnn_wants_deterministic */
+    int (*alert_not_deterministic)(const char *caller);
 } dp_backend_host;
 
 /* The CUDA backend lives in libdplua_cuda.so (kernels/), loaded at run time on first use.

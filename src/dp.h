@@ -77,6 +77,21 @@ size_t dp_max_memory_allocated(dp_device dev);
 void dp_empty_cache(dp_device_type type);            /* returns cached blocks to the system */
 void dp_set_allow_tf32(bool allow);                  /* TF32 matrix products where a backend has them */
 
+/* Deterministic algorithms (determ.c), PyTorch's torch.use_deterministic_algorithms: with the
+ * mode on, the ops that would accumulate with atomics take deterministic kernels, and an op
+ * with none fails in dp_alert_not_deterministic (-1, message set) or, with warn_only, warns
+ * on stderr and returns 0.  cudnn_deterministic and cudnn_benchmark are
+ * torch.backends.cudnn's flags; cuDNN picks deterministic algorithms under either mode. */
+void dp_use_deterministic_algorithms(bool mode, bool warn_only);
+bool dp_deterministic_algorithms(void);
+bool dp_deterministic_algorithms_warn_only(void);
+int dp_alert_not_deterministic(const char *caller);
+void dp_set_cudnn_deterministic(bool on);
+bool dp_cudnn_deterministic(void);
+void dp_set_cudnn_benchmark(bool on);
+bool dp_cudnn_benchmark(void);
+bool dp_cudnn_wants_deterministic(void);
+
 /* Called (on the allocating thread) when a device allocation fails, before the cache is
  * emptied and the allocation retried once: the Lua binding runs the collector here. */
 void dp_set_oom_hook(void (*fn)(void *ctx), void *ctx);

@@ -173,7 +173,10 @@ static void cuda_load(void)
         dlclose(h);
         return;
     }
-    static const dp_backend_host host = { .error = dp_error };
+    static const dp_backend_host host = { .error = dp_error,
+                                          .deterministic = dp_deterministic_algorithms,
+                                          .cudnn_deterministic = dp_cudnn_wants_deterministic,
+                                          .alert_not_deterministic = dp_alert_not_deterministic };
     char err[400] = "";
     int count = 0;
     const dp_backend *b = init(&host, &count, err, sizeof err);

@@ -151,7 +151,7 @@ require('torch.logical').install(torch)
 local SUBMODULES = {
   nn = 'nn', optim = 'optim', data = 'torch.data', distributed = 'torch.distributed',
   autograd = 'torch.autograd', utils = 'torch.utils', distributions = 'torch.distributions',
-  linalg = 'torch.linalg',
+  linalg = 'torch.linalg', backends = 'torch.backends',
 }
 
 -- torch.Generator(): a random stream of its own, for samplers and DataLoader's generator=
