@@ -164,6 +164,22 @@ static int plan_layout(plan *p, const dp_tensor *t)
     return 0;
 }
 
+/* A mask's m coordinate arrays (count each) on dev as the m rows of one tensor: one copy. */
+static int mask_to_device(int64_t *const *coords, int m, int64_t count, dp_device dev, dp_tensor **rows)
+{
+    int64_t sizes[2] = { m, count };
+    int64_t *h = alloc_i64(m * count);
+    if (!h) return -1;
+    for (int q = 0; q < m; q++) memcpy(h + q * count, coords[q], sizeof(int64_t) * (size_t)count);
+    dp_tensor *all = dp_from_host(h, DP_INT64, 2, sizes, DP_INT64, dev);
+    free(h);
+    if (!all) return -1;
+    int q;
+    for (q = 0; q < m; q++) if (!(rows[q] = dp_select(all, 0, q))) break;
+    dp_tensor_release(all);
+    return q < m ? -1 : 0;
+}
+
 /* Reads indices[0..n) (NULL: the whole dim; int64; bool masks covering mask->ndim dims). */
 static int plan_build(plan *p, dp_tensor *t, int n, dp_tensor *const *indices, int base)
 {
@@ -198,9 +214,9 @@ static int plan_build(plan *p, dp_tensor *t, int n, dp_tensor *const *indices, i
             }
             nraw += m;
             d += m;
-            /* on the device: the coordinates go there (they are in range: the check passes) */
-            for (int q = nraw - m; q < nraw && p->on_device; q++)
-                if (!(rawt[q] = dp_from_host(raw[q], DP_INT64, 1, &count, DP_INT64, t->device))) goto done;
+            /* on the device: the coordinates go there in one copy, [m, count], a row per dim
+             * (they are in range: the check passes) */
+            if (p->on_device && mask_to_device(raw + nraw - m, m, count, t->device, rawt + nraw - m)) goto done;
         } else if (ix->dtype == DP_INT64) {
             if (d >= t->ndim) { dp_error("too many indices for a tensor of dimension %d", t->ndim); goto done; }
             p->ibase[nraw] = base;
