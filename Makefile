@@ -144,9 +144,12 @@ NVCCFLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC -gencode arch=compute_80,code=sm_80
              -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90 -I. -Isrc
 CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
+# nvcc's resource usage (registers per kernel) goes to a .log beside the object, for the
+# emulation's register table (spec/cudaemu/registers.sh); the rest of its output shows.
 $(BUILD)/obj/kernels/%.o: kernels/%.cu $(wildcard kernels/*.h kernels/*.cuh src/*.h src/*.def)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) --resource-usage -c $< -o $@ > $(@:.o=.log) 2>&1; rc=$$?; \
+	grep -v -e '^ptxas info' -e 'bytes stack frame' $(@:.o=.log) >&2; exit $$rc
 
 $(CUDA_SO): $(CU_OBJ)
 	$(NVCC) -shared -Xcompiler -fPIC -o $@ $^ -cudart static -L$(CUDA_HOME)/lib64 -lcublas -lnccl
@@ -157,7 +160,7 @@ check-cuda: $(CUDA_SO)
 # The kernels' source compiled by the host C++ compiler against an emulated CUDA runtime,
 # so the CUDA backend's logic runs on any machine: make cuda-emu; spec/cudaemu/run.
 EMU ?= build-emu
-EMU_OBJ := $(CU_SRC:kernels/%.cu=$(EMU)/kernels/%.o) $(EMU)/emu.o $(EMU)/nccl.o
+EMU_OBJ := $(CU_SRC:kernels/%.cu=$(EMU)/kernels/%.o) $(EMU)/emu.o $(EMU)/nccl.o $(EMU)/registers.o
 EMU_DEPS := $(wildcard kernels/*.h kernels/*.cuh src/backend.h src/dp.h src/ops.def src/opmath.h src/half.h src/philox.h src/attention.h spec/cudaemu/include/*.h)
 EMU_CXXFLAGS = -std=c++17 -O2 -g -fPIC -fvisibility=hidden -U_FORTIFY_SOURCE -Wall -Wno-unused-function -Wno-unknown-pragmas \
                -Ispec/cudaemu/include -Ikernels -I. -Isrc
@@ -169,22 +172,35 @@ $(EMU)/kernels/%.o: $(EMU)/kernels/%.cpp $(EMU_DEPS)
 $(EMU)/%.o: spec/cudaemu/%.cpp $(EMU_DEPS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+# registers per thread of each kernel, from the CUDA build's resource usage: the launch
+# check of a block's registers (empty, and saying so, without nvcc)
+ifeq ($(CUDA),1)
+$(EMU)/registers.cpp: $(CU_OBJ) spec/cudaemu/registers.sh spec/cudaemu/registers_kernel.cuh
+	@mkdir -p $(dir $@)
+	spec/cudaemu/registers.sh "$(NVCC)" $(CU_OBJ:.o=.log) > $@
+else
+$(EMU)/registers.cpp: spec/cudaemu/registers.sh
+	@mkdir -p $(dir $@)
+	spec/cudaemu/registers.sh "" > $@
+endif
+$(EMU)/registers.o: $(EMU)/registers.cpp
+	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
 $(EMU)/libdplua_cuda.so: $(EMU_OBJ)
 	$(CXX) -shared -o $@ $^ -lpthread -lrt
 # kernels with the bugs the emulation must catch (spec/cudaemu/run runs it)
 $(EMU)/selftest.cpp: spec/cudaemu/selftest.cu spec/cudaemu/launch.sed
 	@mkdir -p $(dir $@)
 	{ echo '#line 1 "$<"'; sed -E -f spec/cudaemu/launch.sed $<; } > $@
-$(EMU)/selftest: $(EMU)/selftest.cpp $(EMU)/emu.o $(EMU_DEPS)
-	$(CXX) $(EMU_CXXFLAGS) -o $@ $< $(EMU)/emu.o -lpthread
+$(EMU)/selftest: $(EMU)/selftest.cpp $(EMU)/emu.o $(EMU)/registers.o $(EMU_DEPS) spec/cudaemu/registers_kernel.cuh
+	$(CXX) $(EMU_CXXFLAGS) -Ispec/cudaemu -o $@ $< $(EMU)/emu.o $(EMU)/registers.o -lpthread
 # the strided offsets' fast divider (kernels/divider.h) against the division operator, on
 # the host (spec/cudaemu/run runs it)
 $(EMU)/divider_test: spec/cudaemu/divider_test.cpp kernels/divider.h
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -O2 -Wall -Wextra -Ikernels -o $@ $<
 # the emulated NCCL between forked ranks (spec/cudaemu/run runs it)
-$(EMU)/nccl_test: spec/cudaemu/nccl_test.cpp $(EMU)/emu.o $(EMU)/nccl.o $(EMU_DEPS)
-	$(CXX) $(EMU_CXXFLAGS) -o $@ $< $(EMU)/emu.o $(EMU)/nccl.o -lpthread -lrt
+$(EMU)/nccl_test: spec/cudaemu/nccl_test.cpp $(EMU)/emu.o $(EMU)/nccl.o $(EMU)/registers.o $(EMU_DEPS)
+	$(CXX) $(EMU_CXXFLAGS) -o $@ $< $(EMU)/emu.o $(EMU)/nccl.o $(EMU)/registers.o -lpthread -lrt
 cuda-emu: $(EMU)/libdplua_cuda.so $(EMU)/selftest $(EMU)/divider_test $(EMU)/nccl_test
 
 # ------------------------------------------------------------------ set-up, tests, examples

@@ -953,6 +953,8 @@ static const dp_backend g_cuda_backend = {
     /* lstm_cell_backward   */ dp_cuda_lstm_cell_backward,
     /* gru_cell             */ dp_cuda_gru_cell,
     /* gru_cell_backward    */ dp_cuda_gru_cell_backward,
+    /* advanced indexing's offsets on the device */
+    /* index_offsets        */ dp_cuda_index_offsets,
 };
 
 /* A driver older than the runtime this library was built with fails every call with

@@ -103,6 +103,12 @@ DP_CUDA_INTERNAL int dp_cuda_scatter_offsets(const dp_view *base, const dp_view 
  * dp_cuda_index_errors at the device's next synchronisation (after its stream has run) */
 DP_CUDA_INTERNAL int dp_cuda_check_indices(const dp_view *idx, int64_t limit, const char *msg);
 DP_CUDA_INTERNAL int dp_cuda_index_errors(int index);
+/* n checks whose kernels launch(slots, ctx) queues, slot k reported with msgs[k] */
+DP_CUDA_INTERNAL int dp_cuda_checked_launch(int index, int n, const char *const *msgs,
+                                            int (*launch)(int64_t *slots, void *ctx), void *ctx);
+
+/* ---- index_offsets.cu: advanced indexing's offsets computed and checked on the device */
+DP_CUDA_INTERNAL int dp_cuda_index_offsets(const dp_view *out, const dp_index_terms *terms);
 
 /* ---- random.cu */
 DP_CUDA_INTERNAL int dp_cuda_random(int dist, const dp_view *out, uint64_t seed, uint64_t offset,

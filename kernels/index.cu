@@ -126,8 +126,10 @@ extern "C" int dp_cuda_index_add(const dp_view *grad_in, int dim, const dp_view 
 }
 
 /* ---------------------------------------------------------------- advanced indexing
- * By element offsets the engine computed on the host (src/index.c): out, base and offs
- * share one shape; base's strides walk the dims that are not indexed, offs adds the rest. */
+ * By element offsets the engine computed (src/index.c, on the device: index_offsets.cu):
+ * out, base and offs share one shape; base's strides walk the dims that are not indexed,
+ * offs adds the rest.  A DP_BAD_OFFSET (a bad index, reported at the next synchronisation)
+ * reads 0 and writes nothing. */
 
 template <typename T>
 static __global__ void gather_offsets_kernel(dp_offsets<3> oc, int64_t n, T *out, const T *base, const int64_t *offs)
@@ -135,7 +137,8 @@ static __global__ void gather_offsets_kernel(dp_offsets<3> oc, int64_t n, T *out
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t off[3];
         oc.get(i, off);
-        out[off[0]] = base[off[1] + offs[off[2]]];
+        int64_t o = offs[off[2]];
+        out[off[0]] = o != DP_BAD_OFFSET ? base[off[1] + o] : (T)0;
     }
 }
 
@@ -184,7 +187,9 @@ static __global__ void scatter_offsets_kernel(dp_offsets<3> oc, int64_t n, T *ba
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t off[3];
         oc.get(i, off);
-        T *d = base + off[1] + offs[off[2]];
+        int64_t o = offs[off[2]];
+        if (o == DP_BAD_OFFSET) continue;   /* a bad index, reported at the next synchronisation */
+        T *d = base + off[1] + o;
         if (mode == DP_SCATTER_COPY) *d = src[off[0]];
         else if (mode == DP_SCATTER_ADD) atomic_add(d, src[off[0]]);
         else atomic_combine(d, src[off[0]], mode);

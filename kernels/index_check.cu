@@ -120,3 +120,24 @@ extern "C" int dp_cuda_check_indices(const dp_view *idx, int64_t limit, const ch
     CUDA_CHECK_LAUNCH("check_indices");
     return launch_blocking() ? report(c, index, true) : 0;
 }
+
+/* Reserves n consecutive slots (messages msgs[0..n)) and calls launch(slots, ctx), which
+ * queues kernels that write them (pair k: first bad position or -1, its value - 1), all
+ * under the device's lock, so that no synchronisation reads a slot before its kernel is
+ * queued.  CUDA_LAUNCH_BLOCKING=1 reports a bad index here. */
+extern "C" int dp_cuda_checked_launch(int index, int n, const char *const *msgs, int (*launch)(int64_t *slots, void *ctx),
+                                      void *ctx)
+{
+    if (n < 0 || n > MAX_PENDING) return dp_cuda_error("CUDA checked launch: %d checks (at most %d)", n, MAX_PENDING);
+    device_checks *c = checks_of(index, true);
+    std::lock_guard<std::mutex> lock(c->mu);
+    if (!c->slots) CUDA_CHECK(cudaMalloc((void **)&c->slots, MAX_PENDING * 2 * sizeof(int64_t)));
+    if (c->pending.size() + n > MAX_PENDING && report(c, index, false)) return -1;
+    int64_t *slots = c->slots + 2 * c->pending.size();
+    for (int k = 0; k < n; k++) c->pending.push_back(msgs[k]);
+    if (launch(slots, ctx)) {
+        c->pending.resize(c->pending.size() - n);
+        return -1;
+    }
+    return launch_blocking() ? report(c, index, true) : 0;
+}

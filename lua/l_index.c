@@ -2,6 +2,8 @@
  * and writing), index_put(_), gather, scatter(_add)(_) and nonzero.  Numbers and {first,
  * last} ranges make views (Torch7's table indexing); int64 and bool tensors then index the
  * view as PyTorch's advanced indexing does (src/index.c).  Everything counts from 1. */
+#include <string.h>
+
 #include "l_tensor.h"
 
 #define MAX_KEY 16
@@ -162,7 +164,8 @@ static dp_tensor *value_arg(lua_State *L, int arg, dp_tensor *t, const char *wha
     if (!lua_isnumber(L, arg) && !lua_isboolean(L, arg))
         luaL_error(L, "%s: the value must be a number, boolean or tensor, got %s", what, luaL_typename(L, arg));
     double x = lua_isboolean(L, arg) ? lua_toboolean(L, arg) : lua_tonumber(L, arg);
-    return push_view(L, dp_full(0, NULL, x, t->dtype, dp_cpu()));
+    /* filled on t's device: a value made on the host would be a blocking copy there */
+    return push_view(L, dp_full(0, NULL, x, t->dtype, t->device));
 }
 
 /* PyTorch's rule for index_put, scatter and their relatives: a tensor of values has t's dtype
@@ -303,7 +306,52 @@ static int l_nonzero(lua_State *L)
     return 1;
 }
 
+/* A format for two long longs (the value, its position) made of Lua's %d: the only
+ * conversions allowed, so that a message cannot read what printf was not given */
+static const char *two_values_format(lua_State *L, int arg, char *buf, size_t n)
+{
+    const char *f = luaL_checkstring(L, arg);
+    size_t j = 0;
+    int count = 0;
+    for (; *f && j + 5 < n; f++) {
+        if (*f == '%' && f[1] == 'd') {
+            memcpy(buf + j, "%lld", 4);
+            j += 4;
+            f++;
+            count++;
+        } else if (*f == '%') {
+            if (f[1] != '%')
+                luaL_argerror(L, arg, "only %d (twice) and %% may appear in the message");
+            memcpy(buf + j, "%%", 2);
+            j += 2;
+            f++;
+        } else {
+            buf[j++] = *f;
+        }
+    }
+    buf[j] = 0;
+    if (*f || count != 2)
+        luaL_argerror(L, arg, "the message must hold %d twice (the value, then its position) and fit 400 characters");
+    return buf;
+}
+
+/* t:_check_index(limit, msg): every value of t (int64) lies in 1..limit, checked on t's device
+ * where it can (the first bad one reported at the next synchronisation), else now; msg
+ * formats the bad value and its position (1-based, in t's elements) with %d, %d. */
+static int l_check_index(lua_State *L)
+{
+    dp_tensor *t = lt_check(L, 1);
+    lua_Integer limit = luaL_checkinteger(L, 2);
+    char buf[512];
+    const char *msg = two_values_format(L, 3, buf, sizeof buf);
+    if (dp_check_index_values(t, 1, limit < 0 ? 0 : (int64_t)limit, msg))
+        return lt_raise(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
 const luaL_Reg lt_index_functions[] = {
+    { "_check_index", l_check_index },
     { "gather", l_gather }, { "scatter", l_scatter }, { "scatter_add", l_scatter_add },
     { "index_put", l_index_put }, { "nonzero", l_nonzero }, { "_scatter_reduce", l_scatter_reduce }, { NULL, NULL }
 };

@@ -177,9 +177,9 @@ end)
 describe('loss errors', function()
   local x = torch.randn(4, 5)
   it('name the bad target, with the numbering', function()
-    expect_error(function() F.cross_entropy(x, cls { 1, 0, 2, 3 }, { weight = torch.ones(5) }) end,
+    expect_error(function() F.cross_entropy(x, cls { 1, 0, 2, 3 }, { weight = torch.ones(5) }):item() end,
       'target 0 at position 2 is out of bounds', 'between 1 and 5', 'dplua counts classes from 1')
-    -- (on a GPU the fused loss checks its targets there: reported at the next synchronisation)
+    -- (on a GPU the targets are checked there: reported at the next synchronisation)
     expect_error(function() F.cross_entropy(x, cls { 1, 2, 6, 3 }):item() end, 'target 6 at position 3', 'dplua counts classes from 1')
     expect_error(function() F.nll_loss(x, cls { 1, 2, 3, 0 }, { ignore_index = -1 }):item() end, 'target 0 at position 4')
     -- a target equal to ignore_index is no error, even out of range

@@ -21,6 +21,22 @@ typedef struct {
     dp_device device;
 } dp_view;
 
+/* The terms of advanced indexing's element offsets (dp_backend.index_offsets): term k adds
+ * stride[k] times either the index idx[k] (int64, viewed over the offsets' shape: broadcast
+ * strides), counted from base[k] with negative values from the end and checked against
+ * size[k], or (idx[k].data NULL) the coordinate along the offsets' dim coord[k].  msg[k] is
+ * the printf format for a bad index, taking its value and position (two long longs). */
+#define DP_BAD_OFFSET INT64_MIN
+typedef struct {
+    int n;
+    int base[DP_MAX_DIMS];
+    dp_view idx[DP_MAX_DIMS];
+    int coord[DP_MAX_DIMS];
+    int64_t size[DP_MAX_DIMS];
+    int64_t stride[DP_MAX_DIMS];
+    const char *msg[DP_MAX_DIMS];
+} dp_index_terms;
+
 typedef enum { DP_RNG_UNIFORM = 0, DP_RNG_NORMAL, DP_RNG_RANDINT, DP_RNG_BERNOULLI_MASK } dp_rng_dist;
 
 /* vision: one 2-D pooling over contiguous [planes, ih, iw] -> [planes, oh, ow]; the windows
@@ -251,6 +267,13 @@ typedef struct dp_backend {
                     int64_t batch, int64_t hidden);
     int (*gru_cell_backward)(const dp_view *ggi, const dp_view *ggh, const dp_view *gh_prev, const dp_view *gout,
                              const dp_view *act, const dp_view *h_prev, int64_t batch, int64_t hidden);
+    /* ---- advanced indexing's offsets on the device (index.c; kernels/index_offsets.cu; NULL
+     * on the CPU, where index.c computes them on the host): out (int64, contiguous) gets, per
+     * element, the sum over the terms of an index times its stride, with no copy of the
+     * indices to the host.  Each index is range-checked there as check_indices does (a bad
+     * one gets the offset DP_BAD_OFFSET, which gather_offsets and scatter_offsets skip, and is
+     * reported at the next synchronisation with its term's msg). */
+    int (*index_offsets)(const dp_view *out, const dp_index_terms *terms);
 } dp_backend;
 
 /* The backend registry (registry.c): the backend serving a device, or NULL with dp_error()

@@ -557,6 +557,7 @@ const dp_backend dp_cpu_backend = {
     .sdpa_forward = cpu_sdpa_forward,
     .sdpa_backward = cpu_sdpa_backward,
     .check_indices = NULL,   /* the engine checks CPU indices as it reads them */
+    .index_offsets = NULL,   /* index.c computes CPU offsets on the host */
     /* recurrent cells (cpu_rnn_cell.c) */
     .lstm_cell = cpu_lstm_cell,
     .lstm_cell_backward = cpu_lstm_cell_backward,

@@ -243,6 +243,11 @@ dp_tensor *dp_index_select(dp_tensor *t, int dim, dp_tensor *index);  /* index: 
 /* Whether index_select and nll_loss on dev check their indices on the device (CUDA: the
  * first bad one is reported at the next synchronisation) rather than on the host. */
 bool dp_device_checks_indices(dp_device dev);
+/* Checks that every value of t (int64, any shape) lies in [base, base + limit), on t's
+ * device where it checks indices (the first bad one reported at the next synchronisation),
+ * else at once.  msg is the error, a printf format taking the value counted from 1 (value -
+ * base + 1) and its position in t's elements counted from 1 (two long longs). */
+int dp_check_index_values(dp_tensor *t, int64_t base, int64_t limit, const char *msg);
 
 /* ---- advanced indexing (index.c).  Index values count from `base` (0, or 1 for the Lua
  * binding); negative ones count from the end; every index is checked before anything is

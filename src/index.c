@@ -1,12 +1,18 @@
 /* index.c: PyTorch's advanced indexing (t[idx], t[mask], t[{i1, i2}]), index_put, gather,
- * scatter and nonzero.  The indices are read to the host once, checked there (so a bad
- * index is an error before any kernel runs, on every device) and broadcast; the engine
- * then turns them into element offsets and the backend gathers or scatters through them
- * (gather_offsets, scatter_offsets).  The offsets cover only the broadcast index shape:
- * the dims that are not indexed are walked by strides.
+ * scatter and nonzero.  The indices are turned into element offsets and the backend
+ * gathers or scatters through them (gather_offsets, scatter_offsets).  The offsets cover
+ * only the broadcast index shape: the dims that are not indexed are walked by strides.
+ * On the CPU (and for indices on another device) the indices are read to the host once,
+ * checked there (a bad index is an error before any kernel runs) and broadcast.  On a
+ * device with index_offsets (CUDA) they stay there: its kernel computes the offsets and
+ * checks the indices, and a bad one is reported at the next synchronisation, as PyTorch's
+ * device-side asserts, instead of stalling the stream on every call.  A bool mask is the
+ * exception: the number of its true elements is the result's size, so it is read to the
+ * host (one synchronisation, as PyTorch's nonzero).
  *
  * Index values count from `base` (0 for the engine's callers, 1 from Lua); negative values
  * count from the end in both. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,12 +35,32 @@ typedef struct {
     int bnd;                           /* the broadcast index shape */
     int64_t bsizes[DP_MAX_DIMS];
     int64_t bnumel;
+    /* on a device with index_offsets, instead of vals: each indexed dim's index tensor (as
+     * given, counted from ibase; NULL: the coordinate along dim coord of the index shape) */
+    bool on_device;
+    dp_tensor *ix[DP_MAX_DIMS];
+    int ibase[DP_MAX_DIMS];
+    int coord[DP_MAX_DIMS];
 } plan;
 
 static void plan_free(plan *p)
 {
-    for (int k = 0; k < p->nidx; k++) free(p->vals[k]);
+    for (int k = 0; k < p->nidx; k++) {
+        free(p->vals[k]);
+        dp_tensor_release(p->ix[k]);
+    }
     p->nidx = 0;
+}
+
+/* Whether t's indices (NULL ones aside) are checked and turned into offsets on t's device. */
+static bool offsets_on_device(dp_tensor *t, int n, dp_tensor *const *indices)
+{
+    if (t->device.type == DP_DEVICE_CPU) return false;
+    const dp_backend *be = dp_backend_for(t->device);
+    if (!be || !be->index_offsets) return false;
+    for (int k = 0; k < n; k++)
+        if (indices[k] && !dp_device_eq(indices[k]->device, t->device)) return false;
+    return true;
 }
 
 static int64_t *alloc_i64(int64_t n)
@@ -138,15 +164,33 @@ static int plan_layout(plan *p, const dp_tensor *t)
     return 0;
 }
 
+/* A mask's m coordinate arrays (count each) on dev as the m rows of one tensor: one copy. */
+static int mask_to_device(int64_t *const *coords, int m, int64_t count, dp_device dev, dp_tensor **rows)
+{
+    int64_t sizes[2] = { m, count };
+    int64_t *h = alloc_i64(m * count);
+    if (!h) return -1;
+    for (int q = 0; q < m; q++) memcpy(h + q * count, coords[q], sizeof(int64_t) * (size_t)count);
+    dp_tensor *all = dp_from_host(h, DP_INT64, 2, sizes, DP_INT64, dev);
+    free(h);
+    if (!all) return -1;
+    int q;
+    for (q = 0; q < m; q++) if (!(rows[q] = dp_select(all, 0, q))) break;
+    dp_tensor_release(all);
+    return q < m ? -1 : 0;
+}
+
 /* Reads indices[0..n) (NULL: the whole dim; int64; bool masks covering mask->ndim dims). */
 static int plan_build(plan *p, dp_tensor *t, int n, dp_tensor *const *indices, int base)
 {
     memset(p, 0, sizeof *p);
     int64_t *raw[DP_MAX_DIMS];
+    dp_tensor *rawt[DP_MAX_DIMS] = { NULL };   /* on the device: the index tensors */
     int rnd[DP_MAX_DIMS];
     int64_t rsz[DP_MAX_DIMS][DP_MAX_DIMS];
     int d = 0, k, nraw = 0, rc = -1;
     char a[128], b[128];
+    p->on_device = offsets_on_device(t, n, indices);
     for (k = 0; k < n; k++) {
         dp_tensor *ix = indices[k];
         if (!ix) { d++; continue; }
@@ -162,11 +206,22 @@ static int plan_build(plan *p, dp_tensor *t, int n, dp_tensor *const *indices, i
             }
             int64_t count;
             if (mask_coords(ix, raw + nraw, &count)) goto done;
-            for (int q = 0; q < m; q++, nraw++) { rnd[nraw] = 1; rsz[nraw][0] = count; p->dims[nraw] = d + q; }
+            for (int q = 0; q < m; q++) {
+                rnd[nraw + q] = 1;
+                rsz[nraw + q][0] = count;
+                p->dims[nraw + q] = d + q;
+                p->ibase[nraw + q] = 0;
+            }
+            nraw += m;
             d += m;
+            /* on the device: the coordinates go there in one copy, [m, count], a row per dim
+             * (they are in range: the check passes) */
+            if (p->on_device && mask_to_device(raw + nraw - m, m, count, t->device, rawt + nraw - m)) goto done;
         } else if (ix->dtype == DP_INT64) {
             if (d >= t->ndim) { dp_error("too many indices for a tensor of dimension %d", t->ndim); goto done; }
-            if (!(raw[nraw] = read_index(ix, d, t->sizes[d], base))) goto done;
+            p->ibase[nraw] = base;
+            if (p->on_device) { raw[nraw] = NULL; rawt[nraw] = (dp_tensor_retain(ix), ix); }
+            else if (!(raw[nraw] = read_index(ix, d, t->sizes[d], base))) goto done;
             rnd[nraw] = ix->ndim;
             memcpy(rsz[nraw], ix->sizes, sizeof rsz[nraw]);
             p->dims[nraw++] = d++;
@@ -191,18 +246,48 @@ static int plan_build(plan *p, dp_tensor *t, int n, dp_tensor *const *indices, i
         memcpy(p->bsizes, sz, sizeof sz);
     }
     if ((p->bnumel = dp_shape_numel(p->bnd, p->bsizes, sizeof(int64_t))) < 0) goto done;
-    for (k = 0; k < nraw; k++, p->nidx++)
+    for (k = 0; k < nraw; k++, p->nidx++) {
+        if (p->on_device) { p->ix[k] = rawt[k]; rawt[k] = NULL; continue; }   /* broadcast by strides there */
         if (!(p->vals[k] = broadcast_host(raw[k], rnd[k], rsz[k], p))) goto done;
+    }
     rc = plan_layout(p, t);
 done:
-    for (k = 0; k < nraw; k++) free(raw[k]);
+    for (k = 0; k < nraw; k++) { free(raw[k]); dp_tensor_release(rawt[k]); }
     if (rc) plan_free(p);
     return rc;
 }
 
-/* The element offsets of the indexed part for a tensor with these strides, on dev. */
-static dp_tensor *plan_offsets(const plan *p, const int64_t *strides, dp_device dev)
+/* The offsets computed and checked on the device (a bad index: reported at the next
+ * synchronisation).  sizes: the indexed tensor's. */
+static dp_tensor *device_offsets(const plan *p, const int64_t *sizes, const int64_t *strides, dp_device dev)
 {
+    dp_tensor *o = dp_empty(p->bnd, p->bsizes, DP_INT64, dev);
+    if (!o || p->bnumel == 0) return o;
+    dp_index_terms terms;
+    memset(&terms, 0, sizeof terms);
+    char msgs[DP_MAX_DIMS][160];
+    terms.n = p->nidx;
+    for (int k = 0; k < p->nidx; k++) {
+        int d = p->dims[k];
+        terms.size[k] = sizes[d];
+        terms.stride[k] = strides[d];
+        terms.coord[k] = p->coord[k];
+        terms.base[k] = p->ibase[k];
+        if (!p->ix[k]) continue;
+        terms.idx[k] = dp_broadcast_view(p->ix[k], p->bnd, p->bsizes);
+        snprintf(msgs[k], sizeof msgs[k], "index %%lld is out of range for dimension %d with size %lld%s", d + 1,
+                 (long long)sizes[d], p->ibase[k] == 1 ? " (dplua counts from 1)" : "");
+        terms.msg[k] = msgs[k];
+    }
+    dp_view ov = dp_view_of(o);
+    if (dp_backend_for(dev)->index_offsets(&ov, &terms)) { dp_tensor_release(o); return NULL; }
+    return o;
+}
+
+/* The element offsets of the indexed part for a tensor with these sizes and strides, on dev. */
+static dp_tensor *plan_offsets(const plan *p, const int64_t *sizes, const int64_t *strides, dp_device dev)
+{
+    if (p->on_device) return device_offsets(p, sizes, strides, dev);
     int64_t *h = alloc_i64(p->bnumel);
     if (!h) return NULL;
     for (int64_t j = 0; j < p->bnumel; j++) {
@@ -294,7 +379,7 @@ static int take_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
 /* t gathered through a plan, recorded as `name` */
 static dp_tensor *take_plan(dp_tensor *t, const plan *p, const char *name)
 {
-    dp_tensor *offs = plan_offsets(p, t->strides, t->device);
+    dp_tensor *offs = plan_offsets(p, t->sizes, t->strides, t->device);
     if (!offs) return NULL;
     dp_tensor *out = dp_empty(p->out.ndim, p->out.sizes, t->dtype, t->device);
     if (out && gather_raw(out, &p->out, t, t->strides, offs)) { dp_tensor_release(out); out = NULL; }
@@ -302,7 +387,7 @@ static dp_tensor *take_plan(dp_tensor *t, const plan *p, const char *name)
         /* backward scatters into a fresh contiguous tensor: offsets for that layout */
         int64_t cs[DP_MAX_DIMS];
         dp_contiguous_strides(t->ndim, t->sizes, cs);
-        dp_tensor *lin = dp_is_contiguous(t) ? (dp_tensor_retain(offs), offs) : plan_offsets(p, cs, t->device);
+        dp_tensor *lin = dp_is_contiguous(t) ? (dp_tensor_retain(offs), offs) : plan_offsets(p, t->sizes, cs, t->device);
         dp_node *node = lin ? dp_node_new(name, take_backward, 1, &t) : NULL;
         if (!node) { dp_tensor_release(lin); dp_tensor_release(out); dp_tensor_release(offs); return NULL; }
         layout_save(node, &p->out);
@@ -363,7 +448,7 @@ static int put_in_place(dp_tensor *t, const plan *p, dp_tensor *values, bool add
                             "operation.", op);
     dp_tensor *v = prep_values(t, &p->out, values, op);
     if (!v) return -1;
-    dp_tensor *offs = plan_offsets(p, t->strides, t->device);
+    dp_tensor *offs = plan_offsets(p, t->sizes, t->strides, t->device);
     int rc = offs ? scatter_raw(t, &p->out, t->strides, offs, v, add ? DP_SCATTER_ADD : DP_SCATTER_COPY) : -1;
     if (!rc) dp_bump_version(t);
     dp_tensor_release(offs);
@@ -407,7 +492,7 @@ static dp_tensor *put_plan(dp_tensor *t, const plan *p, dp_tensor *values, bool 
 {
     dp_tensor *v = prep_values(t, &p->out, values, op);
     if (!v) return NULL;
-    dp_tensor *out = NO_GRAD(dp_clone(t)), *offs = out ? plan_offsets(p, out->strides, t->device) : NULL;
+    dp_tensor *out = NO_GRAD(dp_clone(t)), *offs = out ? plan_offsets(p, out->sizes, out->strides, t->device) : NULL;
     if (out && (!offs || scatter_raw(out, &p->out, out->strides, offs, v, add ? DP_SCATTER_ADD : DP_SCATTER_COPY))) {
         dp_tensor_release(out);
         out = NULL;
@@ -477,6 +562,17 @@ static int plan_gather(plan *p, dp_tensor *t, int dim, dp_tensor *index, dp_tens
     p->bnd = index->ndim;
     memcpy(p->bsizes, index->sizes, sizeof p->bsizes);
     p->bnumel = dp_numel(index);
+    p->out.ndim = index->ndim;
+    for (int d = 0; d < index->ndim; d++) { p->out.sizes[d] = index->sizes[d]; p->out.vdim[d] = -1; }
+    if ((p->on_device = offsets_on_device(t, 1, &index))) {   /* index at dim, coordinates elsewhere */
+        for (int d = 0; d < t->ndim; d++, p->nidx++) {
+            p->dims[d] = d;
+            p->coord[d] = d;
+            p->ibase[d] = base;
+        }
+        p->ix[dim] = (dp_tensor_retain(index), index);
+        return 0;
+    }
     int64_t *iv = read_index(index, dim, t->sizes[dim], base);
     if (!iv) return -1;
     for (int d = 0; d < t->ndim; d++, p->nidx++) {
@@ -493,8 +589,6 @@ static int plan_gather(plan *p, dp_tensor *t, int dim, dp_tensor *index, dp_tens
             pos[d] = 0;
         }
     }
-    p->out.ndim = index->ndim;
-    for (int d = 0; d < index->ndim; d++) { p->out.sizes[d] = index->sizes[d]; p->out.vdim[d] = -1; }
     return 0;
 }
 
@@ -558,7 +652,7 @@ dp_tensor *dp_scatter_reduce(dp_tensor *t, int dim, dp_tensor *index, dp_tensor 
     plan p;
     if (plan_gather(&p, t, dim, index, src, base, "scatter_reduce")) return NULL;
     dp_tensor *cut = src_for(src, index), *v = cut ? prep_values(t, &p.out, cut, "scatter_reduce") : NULL;
-    dp_tensor *out = v ? dp_clone(t) : NULL, *offs = out ? plan_offsets(&p, out->strides, t->device) : NULL;
+    dp_tensor *out = v ? dp_clone(t) : NULL, *offs = out ? plan_offsets(&p, out->sizes, out->strides, t->device) : NULL;
     int rc = offs ? 0 : -1;
     if (!rc && !include_self) {   /* start from the identity (prod) or from one of the values (amax, amin) */
         dp_tensor *one = mode == DP_SCATTER_MUL ? dp_ones(0, NULL, t->dtype, t->device) : v;
@@ -573,6 +667,35 @@ dp_tensor *dp_scatter_reduce(dp_tensor *t, int dim, dp_tensor *index, dp_tensor 
     dp_tensor_release(cut);
     plan_free(&p);
     return out;
+}
+
+/* ---------------------------------------------------------------- value checks */
+
+int dp_check_index_values(dp_tensor *t, int64_t base, int64_t limit, const char *msg)
+{
+    if (t->dtype != DP_INT64) return dp_error("check_index_values: expected an int64 tensor, got %s", dp_dtype_name(t->dtype));
+    int64_t n = dp_numel(t);
+    if (n == 0) return 0;
+    const dp_backend *be = t->device.type == DP_DEVICE_CPU ? NULL : dp_backend_for(t->device);
+    if (!be || !be->check_indices) {
+        int64_t bad = -1, *h = alloc_i64(n);
+        if (!h || dp_to_host(t, h, DP_INT64, n)) { free(h); return -1; }
+        for (int64_t i = 0; i < n && bad < 0; i++)
+            if (h[i] < base || h[i] - base >= limit) bad = i;
+        if (bad >= 0) dp_error(msg, (long long)(h[bad] - base + 1), (long long)bad + 1);
+        free(h);
+        return bad >= 0 ? -1 : 0;
+    }
+    /* on the device: t - base, flat, against [0, limit); its kernel reports value + 1 */
+    dp_tensor *flat = dp_reshape(t, 1, &n), *z = flat ? dp_binary_scalar(DP_SUB, flat, (double)base, false) : NULL;
+    int rc = -1;
+    if (z) {
+        dp_view v = dp_view_of(z);
+        rc = be->check_indices(&v, limit, msg);
+    }
+    dp_tensor_release(z);
+    dp_tensor_release(flat);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- nonzero */

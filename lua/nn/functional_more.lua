@@ -680,49 +680,49 @@ function M.embedding_bag(idx, weight, offsets, opts)
   local flat = idx:reshape(-1)
   local rows = FL.embedding(flat, weight, { max_norm = o.max_norm, norm_type = o.norm_type })   -- [n, dim]
   if psw ~= nil then rows = rows * psw:reshape(n, 1) end
+  -- the bags come from the offsets (on the host); what padding_idx leaves out is decided on
+  -- the device: the indices are not read back (a stall on a GPU)
   local nb = #starts - 1
-  local ids, list = {}, flat:tolist()
-  local count = {}
-  for b = 1, nb do
-    count[b] = 0
-    for k = starts[b], starts[b + 1] - 1 do
-      ids[k] = b
-      if list[k] ~= pad then count[b] = count[b] + 1 end
-    end
-  end
   local topts = { dtype = weight.dtype, device = weight.device }
-  if pad then
-    local keep = {}
-    for k = 1, n do keep[k] = list[k] ~= pad and 1 or 0 end
-    rows = rows * torch.tensor(keep, topts):reshape(n, 1)
+  local ids, sizes = {}, {}
+  for b = 1, nb do
+    sizes[b] = starts[b + 1] - starts[b]
+    for k = starts[b], starts[b + 1] - 1 do ids[k] = b end
+  end
+  local keep = pad and flat:to(weight.device):ne(pad) or nil   -- bool [n]
+  local ids_t = n > 0 and torch.tensor(ids, { dtype = 'int64', device = weight.device }) or nil
+  local count   -- [nb]: the indices each bag keeps
+  if keep and n > 0 then
+    rows = rows * keep:to(weight.dtype):reshape(n, 1)
+    count = torch.zeros(nb, topts):index_add(1, ids_t, keep:to(weight.dtype))
+  else
+    count = torch.tensor(sizes, topts):reshape(nb)
   end
   if o.mode == 'max' then
     -- each bag's rows gathered into [nb, longest, dim], short bags (and padding_idx
     -- entries) filled from an extra row of -inf, then the max over the bag; an empty bag is 0
     if nb == 0 then return torch.zeros(0, dim, topts) end
     local longest = 0
-    for b = 1, nb do longest = math.max(longest, starts[b + 1] - starts[b]) end
+    for b = 1, nb do longest = math.max(longest, sizes[b]) end
     if longest == 0 then return torch.zeros(nb, dim, topts) end
     local fill, gather = n + 1, {}
     for b = 1, nb do
-      local s0, len = starts[b], starts[b + 1] - starts[b]
-      for k = 1, longest do
-        local at = s0 + k - 1
-        gather[#gather + 1] = (k <= len and list[at] ~= pad) and at or fill
-      end
+      for k = 1, longest do gather[#gather + 1] = k <= sizes[b] and starts[b] + k - 1 or fill end
     end
+    local at = torch.tensor(gather, { dtype = 'int64', device = weight.device })
     local ext = torch.cat({ rows, torch.full({ 1, dim }, -math.huge, topts) }, 1)
-    local picked = ext:index_select(1, torch.tensor(gather, { dtype = 'int64', device = weight.device }))
+    local picked = ext:index_select(1, at)
+    if keep then
+      local kept = torch.cat({ keep, torch.zeros(1, { dtype = 'bool', device = weight.device }) }):index_select(1, at)
+      picked = torch.where(kept:reshape(-1, 1), picked, -math.huge)
+    end
     local maxed = (picked:reshape(nb, longest, dim):max(2))
-    local nonempty = {}
-    for b = 1, nb do nonempty[b] = count[b] > 0 end
-    return torch.where(torch.tensor(nonempty, { dtype = 'bool', device = weight.device }):reshape(nb, 1), maxed, 0)
+    return torch.where(count:gt(0):reshape(nb, 1), maxed, 0)
   end
   local sums = torch.zeros(nb, dim, topts)
-  if n > 0 then sums = sums:index_add(1, torch.tensor(ids, { dtype = 'int64', device = weight.device }), rows) end
+  if n > 0 then sums = sums:index_add(1, ids_t, rows) end
   if o.mode == 'sum' then return sums end
-  for b = 1, nb do count[b] = math.max(count[b], 1) end
-  return sums / torch.tensor(count, topts):reshape(nb, 1)
+  return sums / count:clamp(1, nil):reshape(nb, 1)
 end
 
 -- one_hot(classes [, num_classes=-1]): torch.one_hot, classes counting from 1 as the

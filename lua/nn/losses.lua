@@ -214,19 +214,20 @@ local function as_rows(who, input, target, probs)
   return rows, t, C, want
 end
 
--- the class targets checked: each in 1..C or equal to ignore_index
+-- the class targets checked: each in 1..C or equal to ignore_index.  On a GPU the check
+-- runs there and a bad target is reported at the next synchronisation (no copy of the
+-- targets to the host, which would stall the stream on every loss); on the CPU at once.
+-- t with the targets equal to ignore_index set to class 1 (by arithmetic: torch.where with
+-- a number would copy it to the device, a wait)
+local function unignored(t, ignore_index) return t + t:eq(ignore_index):long() * (1 - ignore_index) end
+
 local function check_classes(who, t, C, ignore_index)
   if t:numel() == 0 then return end
-  local kept = torch.where(t:eq(ignore_index), 1, t)
-  local lo, hi = kept:min():item(), kept:max():item()
-  if lo >= 1 and hi <= C then return end
-  local values = t:tolist()
-  for i, v in ipairs(values) do
-    if v ~= ignore_index and (v < 1 or v > C) then
-      fail('%s: target %d at position %d is out of bounds: class indices must be between 1 and %d (dplua counts classes from 1)',
-        who, v, i, C)
-    end
-  end
+  local kept = unignored(t, ignore_index)
+  local ok, err = pcall(kept._check_index, kept,
+    C, who .. ': target %d at position %d is out of bounds: class indices must be between 1 and ' .. C ..
+    ' (dplua counts classes from 1)')
+  if not ok then utils.error((tostring(err):gsub('^.-:%d+: ', ''))) end
 end
 
 local function class_weight(who, weight, input, C)
@@ -251,7 +252,7 @@ end
 -- -w[t] * rows[t] (0 where ignored) and the rows' weights w[t] (0 where ignored)
 local function picked(rows, t, C, weight, ignore_index)
   local valid = t:ne(ignore_index)
-  local oh = torch.one_hot(torch.where(valid, t, 1), C):to(rows.dtype)
+  local oh = torch.one_hot(unignored(t, ignore_index), C):to(rows.dtype)
   local w = weight ~= nil and (oh * weight):sum(2) or torch.ones(t:size(1), { dtype = rows.dtype, device = rows.device })
   w = w * valid:to(rows.dtype)
   return -(rows * oh):sum(2) * w, w, valid
@@ -283,9 +284,23 @@ local function nll(who, logp, target, o, smoothing)
   return out * (1 - smoothing) + ret * (smoothing / C)
 end
 
+-- on a GPU: the fused loss per target, the ignored ones (set to class 1) masked out, and
+-- the mean divided by the number kept, summed there: nothing read back to the host
+local function fused_masked(fn, who, input, target, o)
+  local C = input:size(input:dim() == 1 and 1 or 2)
+  check_classes(who, target:reshape(-1), C, o.ignore_index)
+  local valid = target:ne(o.ignore_index)
+  local l = fn(input, unignored(target, o.ignore_index), 'none')
+  l = l * valid:reshape(l:size()):to(l.dtype)
+  if o.reduction == 'none' then return l end
+  if o.reduction == 'sum' then return l:sum() end
+  return l:sum() / valid:sum():to(l.dtype)
+end
+
 -- the engine's fused loss, where it applies: no weight, nothing ignored (when it refuses
 -- the targets, the check here says which one, with the numbering)
 local function fused(fn, who, input, target, o)
+  if input.device.type ~= 'cpu' then return fused_masked(fn, who, input, target, o) end
   local ok, r = pcall(fn, input, target, o.reduction)
   if ok then return r end
   local C = input:size(input:dim() == 1 and 1 or 2)
@@ -297,6 +312,7 @@ end
 
 local function fusable(input, target, o)
   if o.weight ~= nil or input:dim() > 2 or not torch.is_tensor(target) or target.dtype ~= 'int64' then return false end
+  if input.device.type ~= 'cpu' then return true end   -- fused_masked: ignored targets masked there
   if target:numel() > 0 and target:eq(o.ignore_index):any():item() then return false end
   return true
 end

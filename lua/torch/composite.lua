@@ -238,12 +238,17 @@ function M.install(torch)
     if not torch.is_tensor(t) or t.dtype ~= 'int64' then
       error('one_hot: expected an int64 tensor of class indices (counting from 1)', 2)
     end
+    -- without n the largest class sizes the result: read to the host (as PyTorch does); the
+    -- range check runs on the device (a bad class reported at the next synchronisation)
     if n == nil then n = t:numel() > 0 and t:max():item() or 0 end
-    if t:numel() > 0 and (t:min():item() < 1 or t:max():item() > n) then
-      error(('one_hot: class values must be between 1 and %d (dplua counts classes from 1), got %d to %d')
-        :format(n, t:min():item(), t:max():item()), 2)
-    end
-    return torch.arange(1, n + 1, { device = t.device }):eq(t:unsqueeze(-1)):long()
+    local ok, err = pcall(t._check_index, t, n,
+      ('one_hot: class values must be between 1 and %d (dplua counts classes from 1), got %%d at position %%d'):format(n))
+    if not ok then error((tostring(err):gsub('^.-:%d+: ', '')), 2) end
+    -- a 1 scattered into zeros at each class (arange would be made on the host and copied)
+    local shape = t:size():totable()
+    shape[#shape + 1] = n
+    local ones = torch.ones(t:size(), { dtype = 'int64', device = t.device }):unsqueeze(-1)
+    return torch.zeros(shape, { dtype = 'int64', device = t.device }):scatter_(#shape, t:unsqueeze(-1), ones)
   end
 
   -- hstack / vstack(list): along the columns (the first dim for 1-D tensors) / rows

@@ -552,13 +552,15 @@ function M.install(torch)
     if t.dtype ~= 'int64' or t:dim() ~= 1 then
       error(('bincount: expected a 1-D int64 tensor, got a %d-D %s tensor'):format(t:dim(), t.dtype), 2)
     end
-    if t:numel() > 0 and t:min():item() < 0 then
-      error(('bincount: values must be non-negative, got %d'):format(t:min():item()), 2)
-    end
+    -- the largest value sizes the result: the smallest and largest read back together
+    -- (one synchronisation on a GPU, as PyTorch's)
+    local lo, hi = 0, -1
+    if t:numel() > 0 then lo, hi = table.unpack(torch.cat({ t:min():reshape(1), t:max():reshape(1) }):tolist()) end
+    if lo < 0 then error(('bincount: values must be non-negative, got %d'):format(lo), 2) end
     if weights and (weights:dim() ~= 1 or weights:size(1) ~= t:size(1)) then
       error(('bincount: weights must be 1-D with %d elements, got shape %s'):format(t:size(1), tostring(weights:size())), 2)
     end
-    local m = math.max(minlength, t:numel() > 0 and t:max():item() + 1 or 0)
+    local m = math.max(minlength, hi + 1)
     local dtype = weights and (weights.dtype == 'float32' and 'float32' or 'float64') or 'int64'
     if weights then weights = weights:to(dtype) end
     return count_values(t, m, weights, dtype)

@@ -553,6 +553,35 @@ void atomic_unlock() { g_atomic_mu.unlock(); }
 
 int current_device() { return t_device; }
 
+}   // namespace emu
+
+/* The registers per thread of each kernel, from nvcc's resource usage at build time (the
+ * generated registers.cpp, spec/cudaemu/registers.sh); absent from a program built without
+ * it.  emu_registers_note says why the table is empty. */
+extern "C" int emu_kernel_registers(const char *name) __attribute__((weak));
+extern "C" const char *emu_registers_note __attribute__((weak));
+
+namespace emu {
+
+const char *registers_unchecked()
+{
+    if (!emu_kernel_registers) return "the program has no register table";
+    return &emu_registers_note && emu_registers_note ? emu_registers_note : NULL;
+}
+
+/* A block's registers as an sm_90 allocates them: per warp, in units of 256 (per thread
+ * rounded up to 8), 65536 per block.  false when the launch asks for more. */
+static bool registers_fit(const char *name, unsigned long long nthreads)
+{
+    int r = emu_kernel_registers ? emu_kernel_registers(name) : -1;
+    if (r <= 0) return true;
+    unsigned long long warps = (nthreads + 31) / 32, per_warp = ((unsigned long long)r * 32 + 255) / 256 * 256;
+    if (warps * per_warp <= 65536) return true;
+    warn("kernel %s: %d registers per thread x %llu threads is %llu registers (a block has 65536)", name, r, nthreads,
+         warps * per_warp);
+    return false;
+}
+
 bool check_launch(const cfg &c, const char *name, const void *const *ptrs, int nptrs)
 {
     if (check_sticky(t_device)) return false;
@@ -562,6 +591,10 @@ bool check_launch(const cfg &c, const char *name, const void *const *ptrs, int n
         b.y > 1024 || b.z > 64 || g.x > 2147483647u || g.y > 65535 || g.z > 65535) {
         warn("kernel %s: invalid configuration grid (%u,%u,%u) block (%u,%u,%u)", name, g.x, g.y, g.z, b.x, b.y, b.z);
         fail(cudaErrorInvalidConfiguration);
+        return false;
+    }
+    if (!registers_fit(name, nthreads)) {
+        fail(cudaErrorLaunchOutOfResources);
         return false;
     }
     if (c.shared > 48 * 1024) {

@@ -13,7 +13,9 @@
  *   shared      static shared memory over 48 KiB
  *   config      1025 threads in a block, a grid of 65536 in y: launch errors at once
  *   divergent   half a warp in a shuffle while the rest of the block waits in __syncthreads
- *   threads     with DPLUA_EMU_THREADS=2, blocks run on two threads at once */
+ *   threads     with DPLUA_EMU_THREADS=2, blocks run on two threads at once
+ *   registers   a kernel of over 64 registers per thread (nvcc's count, at build time) in
+ *               a block of 1024 threads: too many resources requested for launch */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -26,6 +28,8 @@
 #include <mutex>
 #include <set>
 #include <thread>
+
+#include "registers_kernel.cuh"
 
 #define N_BLOCKS 64
 
@@ -265,6 +269,24 @@ static void case_threads()
     expect(g_seen.size() == 2, "blocks of one launch to run on two threads");
 }
 
+static void case_registers()
+{
+    if (const char *why = emu::registers_unchecked()) {
+        printf("  registers per launch are not checked: %s (skipped)\n", why);
+        fflush(stdout);   /* the case's process ends with _exit */
+        return;
+    }
+    float *d = (float *)dmalloc(HEAVY_VALUES * 1024 * sizeof(float));
+    cudaStream_t s = stream();
+    register_heavy_kernel<<<1, 1024, 0, s>>>(d);
+    cudaError_t e = cudaGetLastError();
+    expect(e == cudaErrorLaunchOutOfResources, "1024 threads of the heavy kernel to be refused at the launch");
+    expect(!strcmp(cudaGetErrorString(e), "too many resources requested for launch"), "the driver's message");
+    register_heavy_kernel<<<1, 64, 0, s>>>(d);
+    expect(cudaGetLastError() == cudaSuccess, "64 threads of it to launch");
+    expect(cudaStreamSynchronize(s) == cudaSuccess, "the launch error not to be sticky");
+}
+
 struct test_case {
     const char *name;
     void (*fn)();
@@ -285,6 +307,7 @@ int main(int argc, char **argv)
         { "config: 1025 threads, or a grid of 65536 in y, at the launch", case_config, "1" },
         { "divergent: half a warp in a shuffle, the rest of the block in __syncthreads", case_divergent, "1" },
         { "threads: blocks on two threads at once", case_threads, "2" },
+        { "registers: 1024 threads of a kernel with over 64 registers each", case_registers, "1" },
     };
     int passed = 0, failed = 0;
     for (const test_case &c : cases) {

@@ -82,7 +82,7 @@ G.expect('a class target out of range on the device, reported at the next synchr
   local t = torch.tensor({ 1, 7, 2 }):to('cuda:0')
   local l = torch.nn.functional.cross_entropy(logits, t)
   raises(function() return l:item() end,
-    'nll_loss: target 7 at position 2 is out of bounds: class indices must be between 1 and 4 (dplua counts classes from 1)',
+    'cross_entropy: target 7 at position 2 is out of bounds: class indices must be between 1 and 4 (dplua counts classes from 1)',
     'reported at the next synchronisation')
   local l2 = torch.nn.functional.nll_loss(logits:log_softmax(2), torch.tensor({ 4, 1, 5 }):to('cuda:0'), { reduction = 'none' })
   raises(function() return l2:tolist() end, 'target 5 at position 3')

@@ -250,9 +250,12 @@ struct cfg {
 };
 
 /* Checks a launch as the driver would when it is made: the configuration, the stream's
- * device, and the pointer arguments (ptrs: n of them; each must be null or device memory
+ * device, the registers of a block (registers per thread, from nvcc at build time, times
+ * threads), and the pointer arguments (ptrs: n of them; each must be null or device memory
  * of the current device).  false: the error is set and nothing runs. */
 bool check_launch(const cfg &c, const char *name, const void *const *ptrs, int nptrs);
+/* Why registers per launch are not checked (no register table from nvcc), or NULL. */
+const char *registers_unchecked();
 int current_device();
 /* Queues fn on the stream (runs it at once on the null stream or with DPLUA_EMU_SYNC=1). */
 void submit(cudaStream_t s, std::function<void()> fn);
