@@ -34,14 +34,11 @@ int dp_alert_not_deterministic(const char *caller)
     if (mode == DET_OFF) return 0;
     if (mode == DET_WARN) {
         fprintf(stderr, "UserWarning: %s does not have a deterministic implementation, but you set "
-                        "'torch.use_deterministic_algorithms(true, {warn_only=true})'. You can file an issue at "
-                        "https://github.com/pytorch/pytorch/issues to help us prioritize adding deterministic "
-                        "support for this operation.\n", caller);
+                        "'torch.use_deterministic_algorithms(true, {warn_only=true})'.\n", caller);
         return 0;
     }
     return dp_error("%s does not have a deterministic implementation, but you set "
                     "'torch.use_deterministic_algorithms(true)'. You can turn off determinism just for this "
                     "operation, or you can use the 'warn_only=true' option, if that's acceptable for your "
-                    "application. You can also file an issue at https://github.com/pytorch/pytorch/issues to "
-                    "help us prioritize adding deterministic support for this operation.", caller);
+                    "application.", caller);
 }
