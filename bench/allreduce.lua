@@ -25,6 +25,15 @@ while bytes <= 256 * 1024 * 1024 do
     dist.all_reduce(dt, 'max')
     samples[s] = dt[1]
   end
+  -- the result must be the sum (the timed loop sums zeros, which would hide a wrong one)
+  buf:fill(rank + 1)
+  dist.all_reduce(buf)
+  local want = world * (world + 1) / 2
+  if buf:min():item() ~= want or buf:max():item() ~= want then
+    error(('all_reduce of %d bytes: expected every element to be %g, got %g to %g'):format(
+      bytes, want, buf:min():item(), buf:max():item()))
+  end
+  buf:zero()
   table.sort(samples)
   local t = samples[3]
   local busbw = bytes / t * 2 * (world - 1) / world / 1e9

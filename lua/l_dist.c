@@ -4,6 +4,7 @@
  * arguments and turns engine failures into Lua errors. */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "lbind.h"
 #include "../src/dist.h"
@@ -57,7 +58,7 @@ static dp_dist_op check_op(lua_State *L, int idx) {
     if (lua_isnoneornil(L, idx)) return DP_DIST_SUM;
     const char *s = lua_tostring(L, idx);
     for (int i = 0; s && names[i]; i++)
-        if (strcmp(s, names[i]) == 0) return (dp_dist_op)i;
+        if (strcasecmp(s, names[i]) == 0) return (dp_dist_op)i;   /* 'SUM' too, as before */
     luaL_error(L, "torch.distributed.all_reduce: unknown op %s%s%s (expected 'sum', 'avg', 'max' or 'min')",
                s ? "'" : "", s ? s : luaL_typename(L, idx), s ? "'" : "");
     return DP_DIST_SUM;

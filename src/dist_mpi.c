@@ -157,14 +157,14 @@ static int peer_gone(int p, int64_t call, const char *where) {
     return dp_error("torch.distributed: %s", msg);
 }
 
-/* Waits for an operation of collective call number `call` of the group by polling, as
- * MPI_Wait does, and reads the notices of ranks that left every millisecond; after the
+/* Waits for the n operations of collective call number `call` of the group by polling, as
+ * MPI_Waitall does, and reads the notices of ranks that left every millisecond; after the
  * first 10 ms it yields between polls, leaving the cores to the ranks it waits for. */
-static int wait_for(MPI_Request *req, int64_t call, const char *where) {
+static int wait_all(int n, MPI_Request *req, int64_t call, const char *where) {
     double start = 0, last = 0;
     for (unsigned spin = 1;; spin++) {
         int done = 0;
-        int e = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        int e = MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
         if (e != MPI_SUCCESS) return mpi_fail(where, e);
         if (done) return 0;
         if (spin % 64) continue;
@@ -179,6 +179,8 @@ static int wait_for(MPI_Request *req, int64_t call, const char *where) {
         if (t - start > 0.01) sched_yield();
     }
 }
+
+static int wait_for(MPI_Request *req, int64_t call, const char *where) { return wait_all(1, req, call, where); }
 
 /* ------------------------------------------------------------------ start and exit */
 
@@ -494,13 +496,46 @@ static int64_t call_hash(const char *s) {
     return (int64_t)(h >> 2);
 }
 
+/* The element-wise maximum of h[0..1] over the ranks, in place, by dissemination: in round k
+ * each rank sends what it has to rank + 2^k and takes the maximum with what rank - 2^k
+ * sent, so after ceil(log2(world)) rounds every rank has heard from every other (which also
+ * makes it a barrier).  Point-to-point messages, polled, cost a fraction of a non-blocking
+ * MPI_Iallreduce (whose schedule Open MPI builds and runs in libnbc on every call); this
+ * exchange opens every collective call, so its latency is the call's overhead.  The tags
+ * keep the exchange apart from any other point-to-point traffic on the communicator
+ * (collectives never match point-to-point messages). */
+enum { CHECK_TAG = 1000 };
+
+static int max_exchange(int64_t h[2], const char *where) {
+    int w = dp_group.world_size, r = dp_group.rank;
+    for (int k = 1, round = 0; k < w; k <<= 1, round++) {
+        int64_t in[2];
+        MPI_Request req[2];
+        int e = MPI_Irecv(in, 2, MPI_INT64_T, (r - k + w) % w, CHECK_TAG + round, mpi.comm, &req[0]);
+        if (e != MPI_SUCCESS) return mpi_fail("MPI_Irecv", e);
+        e = MPI_Isend(h, 2, MPI_INT64_T, (r + k) % w, CHECK_TAG + round, mpi.comm, &req[1]);
+        if (e != MPI_SUCCESS) {
+            MPI_Cancel(&req[0]);
+            MPI_Request_free(&req[0]);
+            return mpi_fail("MPI_Isend", e);
+        }
+        if (wait_all(2, req, mpi.calls, where) != 0) {
+            /* the sender left: take the receive back, since `in` goes out of scope */
+            if (req[0] != MPI_REQUEST_NULL && MPI_Cancel(&req[0]) == MPI_SUCCESS)
+                MPI_Wait(&req[0], MPI_STATUS_IGNORE);
+            return -1;
+        }
+        if (in[0] > h[0]) h[0] = in[0];
+        if (in[1] > h[1]) h[1] = in[1];
+    }
+    return 0;
+}
+
 int dp_dist_mpi_check_same(const char *who, const char *what) {
     /* the maximum of h and of -h over the ranks: every rank made this call iff max == min */
     int64_t h[2] = { call_hash(what), -call_hash(what) };
-    MPI_Request req;
     mpi.calls++;   /* every call of the group but the reducer's and all_gather_bytes starts here */
-    int e = MPI_Iallreduce(MPI_IN_PLACE, h, 2, MPI_INT64_T, MPI_MAX, mpi.comm, &req);
-    if (started(e, &req, "MPI_Iallreduce", what) != 0) return -1;
+    if (max_exchange(h, what) != 0) return -1;
     if (h[0] == -h[1]) return 0;
     int w = dp_group.world_size;
     size_t *lens = malloc(sizeof(size_t) * (size_t)w);
