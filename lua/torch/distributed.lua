@@ -19,10 +19,17 @@ local dist = {}
 -- PyTorch's names for the reduction ops, for code written as dist.ReduceOp.SUM.
 dist.ReduceOp = { SUM = 'sum', AVG = 'avg', MAX = 'max', MIN = 'min' }
 
+-- Raises a binding's error at the caller of the public function (level 3 from here), unless
+-- the binding already put a position in front of it.
+local function rethrow(err)
+  if type(err) == 'string' and err:match('^[^\n:]+:%d+: ') then error(err, 0) end
+  error(err, 3)
+end
+
 -- Calls a binding function; its error is raised at the caller of the public function.
 local function call(fn, ...)
   local res = table.pack(pcall(fn, ...))
-  if not res[1] then error(res[2], 3) end
+  if not res[1] then rethrow(res[2]) end
   return table.unpack(res, 2, res.n)
 end
 
@@ -105,7 +112,7 @@ function dist.all_reduce(t, op)
   if op ~= nil and type(op) ~= 'string' then
     error(("torch.distributed.all_reduce: op must be 'sum', 'avg', 'max' or 'min', got %s"):format(type(op)), 2)
   end
-  error(err, 2)
+  rethrow(err)
 end
 
 -- Copies rank src's t into every rank's t (in place).
