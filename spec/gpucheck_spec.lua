@@ -135,7 +135,7 @@ describe('spec/gpu/check', function()
     end
 
     it('stops at the overall deadline: the step that runs over times out, the rest are not run', function()
-      local out, code, secs = check(('DPLUA_CUDA_LIB=%s CHECK_DEADLINE=14 PATH=%s'):format(q(emu), q(bare_path())))
+      local out, code, secs = check(('DPLUA_CUDA_LIB=%s CHECK_DEADLINE=14 CHECK_STALL="ops on cuda:0" PATH=%s'):format(q(emu), q(bare_path())))
       assert.are.equal(1, code, out)
       assert.is_true(secs <= 16, 'took ' .. secs .. ' s')
       local rows = table_rows(out)
@@ -150,7 +150,7 @@ describe('spec/gpu/check', function()
     it('SIGTERM stops the running step at once and still prints the table', function()
       local log = os.tmpname()
       local script = ([[
-        env BUILD=%s DPLUA_CUDA_LIB=%s CUDA_HOME=/nonexistent spec/gpu/check > %s 2>&1 &
+        env BUILD=%s DPLUA_CUDA_LIB=%s CUDA_HOME=/nonexistent CHECK_STALL='ops on cuda:0' spec/gpu/check > %s 2>&1 &
         p=$!; sleep 5; kill -TERM $p; wait $p; echo "rc=$?" >> %s]]):format(q(abs_build), q(emu), q(log), q(log))
       local t = os.time()
       os.execute(script)
