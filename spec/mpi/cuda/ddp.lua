@@ -8,6 +8,7 @@
 -- The CUDA results are checked against the same calls on CPU tensors, and DDP against one
 -- process training on the full batches.
 local check = dofile((arg[0]:match('^(.*)/') or '.') .. '/../lib/check.lua')
+local reference = dofile((arg[0]:match('^(.*)/') or '.') .. '/../lib/ddp_reference.lua')
 local dist = require 'torch.distributed'
 local test, eq = check.test, check.eq
 
@@ -72,10 +73,7 @@ end)
 
 -- DistributedDataParallel -------------------------------------------------------------------
 
-local function net(dtype)
-  return nn.Sequential(nn.Linear(5, 8, { dtype = dtype }), nn.Tanh(), nn.Linear(8, 6, { dtype = dtype }),
-                       nn.Tanh(), nn.Linear(6, 3, { dtype = dtype }))
-end
+local net = reference.net
 
 -- Trains net on device d with DDP (this rank's share of each global batch of world * B rows)
 -- and returns the model's parameters on the CPU, and the DDP module.
@@ -104,20 +102,8 @@ end
 local function ddp_case(dtype, tol)
   need_cuda()
   local B, steps = 4, 8
-  torch.manual_seed(1234)
-  local X, Y = torch.randn(world * B * steps, 5, { dtype = dtype }), torch.randn(world * B * steps, 3, { dtype = dtype })
-  torch.manual_seed(7)
-  local state = {}
-  for k, v in pairs(net(dtype):state_dict()) do state[k] = v:clone() end
   -- the reference: one process on the full batches, on the CPU
-  local ref = net(dtype)
-  ref:load_state_dict(state)
-  local ropt, crit = optim.SGD(ref:parameters(), { lr = 0.05, momentum = 0.9 }), nn.MSELoss()
-  for s = 0, steps - 1 do
-    ropt:zero_grad()
-    crit(ref(X:narrow(1, s * world * B + 1, world * B)), Y:narrow(1, s * world * B + 1, world * B)):backward()
-    ropt:step()
-  end
+  local X, Y, state, ref = reference.reference(dtype, world, B, steps)
   local on_cpu = train('cpu', dtype, state, X, Y, B, steps, 0.0001)
   local before = dist._cuda_host_syncs()
   local on_gpu, ddp, syncs = train(dev, dtype, state, X, Y, B, steps, 0.0001)

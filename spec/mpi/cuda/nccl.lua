@@ -9,6 +9,7 @@
 -- The collectives are checked against sums and averages worked out here from what every rank
 -- holds, DDP against one process training on the full batches on the CPU.
 local check = dofile((arg[0]:match('^(.*)/') or '.') .. '/../lib/check.lua')
+local reference = dofile((arg[0]:match('^(.*)/') or '.') .. '/../lib/ddp_reference.lua')
 local dist = require 'torch.distributed'
 local test, eq, raises = check.test, check.eq, check.raises
 
@@ -125,28 +126,14 @@ end)
 
 -- DistributedDataParallel --------------------------------------------------------------------
 
-local function net(dtype)
-  return nn.Sequential(nn.Linear(5, 8, { dtype = dtype }), nn.Tanh(), nn.Linear(8, 6, { dtype = dtype }),
-                       nn.Tanh(), nn.Linear(6, 3, { dtype = dtype }))
-end
+local net = reference.net
 
 local function ddp_case(dtype, tol)
   need(true)
   local B, steps = 4, 8
-  torch.manual_seed(1234)
-  local X, Y = torch.randn(world * B * steps, 5, { dtype = dtype }), torch.randn(world * B * steps, 3, { dtype = dtype })
-  torch.manual_seed(7)
-  local state = {}
-  for k, v in pairs(net(dtype):state_dict()) do state[k] = v:clone() end
   -- the reference: one process on the full batches, on the CPU
-  local ref = net(dtype)
-  ref:load_state_dict(state)
-  local ropt, crit = optim.SGD(ref:parameters(), { lr = 0.05, momentum = 0.9 }), nn.MSELoss()
-  for s = 0, steps - 1 do
-    ropt:zero_grad()
-    crit(ref(X:narrow(1, s * world * B + 1, world * B)), Y:narrow(1, s * world * B + 1, world * B)):backward()
-    ropt:step()
-  end
+  local X, Y, state, ref = reference.reference(dtype, world, B, steps)
+  local crit = nn.MSELoss()
   -- this rank's share of each global batch, on its GPU, with DDP over nccl
   local model = net(dtype)
   model:load_state_dict(state)
