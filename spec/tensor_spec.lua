@@ -384,7 +384,8 @@ describe('arithmetic', function()
   it('names wrong argument types', function()
     assert_contains(err(function() return torch.zeros(2) + 'x' end), 'tensor or number expected, got string')
     assert_contains(err(function() return torch.zeros(2):matmul(3) end), 'torch.Tensor expected, got number')
-    assert_contains(err(function() return torch.zeros(2):sum('a') end), 'integer dimension expected')
+    assert_contains(err(function() return torch.zeros(2):sum('a') end),
+      "sum: dim must be a dimension or a table of dimensions (counted from 1), got the string 'a'")
   end)
 end)
 

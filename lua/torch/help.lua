@@ -116,6 +116,9 @@ end
 -- the value a dotted name reaches from the globals, or nil
 local function resolve(name)
   local v = _G
+  if rawget(_G, 'torch') == nil and name:match('^torch%.') then   -- torch required into a local
+    v, name = torch, name:sub(7)
+  end
   for part in name:gmatch('[^%.]+') do
     if type(v) ~= 'table' and not torch.is_tensor(v) then return nil end
     local ok, x = pcall(function() return v[part] end)
@@ -127,6 +130,17 @@ end
 
 local function entry_text(name, e)
   return ('%s\n  %s\n  see %s, "%s"'):format(name, e[1], e[2], e[3])
+end
+
+-- text with the signature lines of the op v in front (lua/torch/signatures.lua), as the
+-- parser reads its arguments
+local function with_signature(text, v)
+  local lines = require('torch.signature').lines(v)
+  if not lines then return text end
+  local out = {}
+  for i, l in ipairs(lines) do out[i] = '  ' .. l end
+  return ('%s\nsignature%s (dims from 1; options in a last table):\n%s')
+    :format(text, #lines > 1 and 's' or '', table.concat(out, '\n'))
 end
 
 local USAGE = [[
@@ -144,7 +158,11 @@ local function for_name(name)
   name = name:gsub('^%s+', ''):gsub('%s+$', ''):gsub('%(%)$', '')
   local idx = load_index()
   for _, c in ipairs(candidates(name)) do
-    if idx[c] then return entry_text(c, idx[c]) end
+    if idx[c] then
+      local v = resolve(c:gsub(':', '.'))
+      if v == nil and c:match('^Tensor[.:]') then v = rawget(torch.Tensor, c:match('([%w_]+)$')) end
+      return with_signature(entry_text(c, idx[c]), v)
+    end
   end
   if not name:find(':', 1, true) then
     local v = resolve(name)
@@ -169,9 +187,13 @@ function help(x, quiet)
       'help(\'x:view\') for one of them'):format(shape == '' and '' or shape, x.dtype, tostring(x.device),
       x.requires_grad and ', requires_grad' or '')
   end
-  local name = name_of_value(x)
   local idx = load_index()
-  if name and idx[name] then return entry_text(name, idx[name]) end
+  local reg = require('torch.signature').registry[x]
+  local name = reg and (idx['torch.' .. reg.name] and 'torch.' .. reg.name
+                        or idx['Tensor:' .. reg.name] and 'Tensor:' .. reg.name or 'torch.' .. reg.name)
+               or name_of_value(x)
+  if name and idx[name] then return with_signature(entry_text(name, idx[name]), x) end
+  if name and require('torch.signature').lines(x) then return with_signature(name, x) end
   local cls = class_of(x)
   if cls then
     if idx[cls] then return ('an instance of %s\n'):format(cls) .. entry_text(cls, idx[cls]) end

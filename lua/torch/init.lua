@@ -168,6 +168,9 @@ function Generator:manual_seed(seed)
 end
 function Generator:initial_seed() return self.seed end
 
+-- every op's arguments parsed from its signature (before amp, whose autocast wraps them)
+require('torch.signatures').install(torch)
+
 -- the random draws with a generator= option (torch.rand ..., t:uniform_ ..., multinomial)
 require('torch.random').install(torch)
 require('torch.amp').install(torch)
