@@ -82,7 +82,7 @@ static int l_loader_start(lua_State *L)
     int64_t n;
     int64_t *idx = check_index_list(L, 2, "sampler", &n);
     lua_Integer bs = luaL_checkinteger(L, 3);
-    bool drop_last = lua_toboolean(L, 4);
+    bool drop_last = lt_optbool(L, 4, false);
     if (dp_loader_start(*p, idx, n, (int64_t)bs, drop_last) != 0) return lt_raise(L);
     lua_pushinteger(L, (lua_Integer)dp_loader_num_batches(*p));
     return 1;

@@ -162,7 +162,7 @@ static int d_reducer(lua_State *L) {
 
 static int r_prepare(lua_State *L) {
     dp_reducer **box = reducer_box(L);
-    check_rc(L, dp_reducer_prepare(*box, lua_isnoneornil(L, 2) ? true : lua_toboolean(L, 2)));
+    check_rc(L, dp_reducer_prepare(*box, lt_optbool(L, 2, true)));
     return 0;
 }
 

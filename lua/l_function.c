@@ -243,7 +243,7 @@ static int c_autograd_grad(lua_State *L)
     dp_tensor *root = lt_check(L, 1);
     dp_tensor *grad = lua_isnoneornil(L, 2) ? NULL : lt_check(L, 2);
     luaL_checktype(L, 3, LUA_TTABLE);
-    bool retain = lua_toboolean(L, 4), create_graph = lua_toboolean(L, 5);
+    bool retain = lt_optbool(L, 4, false), create_graph = lt_optbool(L, 5, false);
     int n = (int)luaL_len(L, 3);
     luaL_argcheck(L, n >= 1 && n <= 4096, 3, "between 1 and 4096 inputs");
     dp_tensor **inputs = lt_scratch(L, sizeof *inputs * 2 * (size_t)n), **out = inputs + n;

@@ -273,7 +273,7 @@ static int l_scatter_reduce(lua_State *L)
     dp_tensor *ix = lt_check(L, 3), *src = lt_check(L, 4);
     const char *reduce = luaL_checkstring(L, 5);
     same_dtype(L, "scatter_reduce", t, src);
-    bool include_self = lua_toboolean(L, 6);
+    bool include_self = lt_optbool(L, 6, false);
     dp_tensor **slot = lt_newslot(L);
     return lt_done(L, *slot = dp_scatter_reduce(t, dim, ix, src, reduce, include_self, 1));
 }

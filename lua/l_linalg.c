@@ -193,7 +193,7 @@ static int c_cholesky(lua_State *L)
 {
     int64_t batch; lp_int m, n, info;
     dp_tensor *A = check_matrix(L, 1, "linalg.cholesky", &batch, &m, &n);
-    bool upper = lua_toboolean(L, 2);
+    bool upper = lt_optbool(L, 2, false);
     need_square(L, "linalg.cholesky", m, n);
     int first = lua_gettop(L) + 1;
     dp_tensor *R = push_result(L, A, 2, n, n);
@@ -223,7 +223,7 @@ static int c_qr(lua_State *L)
 {
     int64_t batch; lp_int m, n, info;
     dp_tensor *A = check_matrix(L, 1, "linalg.qr", &batch, &m, &n);
-    bool complete = lua_toboolean(L, 2);
+    bool complete = lt_optbool(L, 2, false);
     lp_int k = m < n ? m : n, qc = complete ? m : k, rr = complete ? m : k;
     int first = lua_gettop(L) + 1;
     dp_tensor *Q = push_result(L, A, 2, m, qc), *R = push_result(L, A, 2, rr, n);
@@ -266,7 +266,7 @@ static int c_svd(lua_State *L)
 {
     int64_t batch; lp_int m, n, info;
     dp_tensor *A = check_matrix(L, 1, "linalg.svd", &batch, &m, &n);
-    bool full = lua_toboolean(L, 2);
+    bool full = lt_optbool(L, 2, false);
     lp_int k = m < n ? m : n, uc = full ? m : k, vr = full ? n : k;
     int first = lua_gettop(L) + 1;
     dp_tensor *U = push_result(L, A, 2, m, uc), *S = push_result(L, A, 1, k, 0), *V = push_result(L, A, 2, vr, n);
@@ -303,7 +303,7 @@ static int c_eigh(lua_State *L)
 {
     int64_t batch; lp_int m, n, info;
     dp_tensor *A = check_matrix(L, 1, "linalg.eigh", &batch, &m, &n);
-    const char *uplo = lua_toboolean(L, 2) ? "U" : "L";
+    const char *uplo = lt_optbool(L, 2, false) ? "U" : "L";
     need_square(L, "linalg.eigh", m, n);
     int first = lua_gettop(L) + 1;
     dp_tensor *W = push_result(L, A, 1, n, 0), *V = push_result(L, A, 2, n, n);
@@ -333,7 +333,7 @@ static int c_trsolve(lua_State *L)
     int64_t batch, batch2; lp_int m, n, bn, k, info;
     dp_tensor *A = check_matrix(L, 1, "linalg.solve_triangular", &batch, &m, &n);
     dp_tensor *B = check_matrix(L, 2, "linalg.solve_triangular", &batch2, &bn, &k);
-    const char *uplo = lua_toboolean(L, 3) ? "U" : "L", *diag = lua_toboolean(L, 4) ? "U" : "N";
+    const char *uplo = lt_optbool(L, 3, false) ? "U" : "L", *diag = lt_optbool(L, 4, false) ? "U" : "N";
     need_square(L, "linalg.solve_triangular", m, n);
     if (batch2 != batch || bn != n) return luaL_error(L, "linalg.solve_triangular: internal: A and B do not match");
     int first = lua_gettop(L) + 1;

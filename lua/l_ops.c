@@ -183,7 +183,7 @@ static int reduce(lua_State *L, dp_reduce_op op)
 {
     dp_tensor *t = lt_check(L, 1);
     int dim = lt_optdim(L, 2, t->ndim, -1);
-    bool keepdim = lua_toboolean(L, 3);
+    bool keepdim = lt_optbool(L, 3, false);
     dp_tensor **slot = lt_newslot(L);
     return lt_done(L, *slot = dp_reduce(op, t, dim, keepdim, NULL));
 }
@@ -213,7 +213,7 @@ static int extreme(lua_State *L, dp_reduce_op op, dp_binary_op elementwise)
         return lt_done(L, *slot = dp_reduce(op, t, -1, false, NULL));
     }
     int dim = lt_checkdim(L, 2, t->ndim, 0);
-    bool keepdim = lua_toboolean(L, 3);
+    bool keepdim = lt_optbool(L, 3, false);
     dp_tensor **values = lt_newslot(L), **indices = lt_newslot(L);
     *values = dp_reduce(op, t, dim, keepdim, indices);
     lt_done(L, *values);

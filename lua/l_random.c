@@ -41,7 +41,7 @@ static int c_multinomial(lua_State *L)
 {
     dp_tensor *p = lt_check(L, 1);
     lua_Integer n = luaL_checkinteger(L, 2);
-    bool replacement = lua_toboolean(L, 3);
+    bool replacement = lt_optbool(L, 3, false);
     uint64_t seed = (uint64_t)luaL_checkinteger(L, 4), offset = (uint64_t)luaL_checkinteger(L, 5);
     dp_tensor **slot = lt_newslot(L);
     dp_tensor *zero_based = dp_multinomial(p, (int64_t)n, replacement, seed, offset);

@@ -46,7 +46,7 @@ static int opt_dim(lua_State *L, int arg, int opts, const dp_tensor *t, const ch
 static bool opt_bool(lua_State *L, int arg, int opts, const char *key, bool def)
 {
     if (opts && arg >= opts) return lt_optfield_bool(L, opts, key, def);
-    return lua_isnoneornil(L, arg) ? def : lua_toboolean(L, arg);
+    return lt_optbool(L, arg, def);
 }
 
 static int64_t check_k(lua_State *L, int arg, const char *who)

@@ -328,7 +328,7 @@ static int t_backward(lua_State *L)
 static int t_requires_grad_(lua_State *L)
 {
     dp_tensor *t = lt_check(L, 1);
-    bool on = lua_isnoneornil(L, 2) ? true : lua_toboolean(L, 2);
+    bool on = lt_optbool(L, 2, true);
     if (dp_set_requires_grad(t, on) != 0)
         lt_raise(L);
     lua_settop(L, 1);

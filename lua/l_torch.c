@@ -610,7 +610,7 @@ static int c_linear(lua_State *L)
 static int c_conv(lua_State *L)
 {
     dp_tensor *x = lt_check(L, 1), *w = lt_check(L, 2), *b = lua_isnoneornil(L, 3) ? NULL : lt_check(L, 3);
-    dp_conv_opts o = { .name = luaL_checkstring(L, 4), .groups = luaL_checkinteger(L, 5), .transposed = lua_toboolean(L, 6) };
+    dp_conv_opts o = { .name = luaL_checkstring(L, 4), .groups = luaL_checkinteger(L, 5), .transposed = lt_optbool(L, 6, false) };
     int64_t *fields[5] = { o.stride, o.pad_lo, o.pad_hi, o.dilation, o.output_padding };
     luaL_checktype(L, 7, LUA_TTABLE);
     o.nd = (int)luaL_len(L, 7);
@@ -663,7 +663,7 @@ static int c_dropout(lua_State *L)
     dp_tensor *x = lt_check(L, 1);
     double p = luaL_checknumber(L, 2);
     dp_tensor **slot = lt_newslot(L);
-    return lt_done(L, *slot = dp_dropout(x, p, lua_toboolean(L, 3)));
+    return lt_done(L, *slot = dp_dropout(x, p, lt_optbool(L, 3, false)));
 }
 
 /* layer_norm(x, norm_ndim, weight|nil, bias|nil, eps): over the last norm_ndim dims */

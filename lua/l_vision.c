@@ -12,7 +12,7 @@ static int c_pool2d(lua_State *L)
 {
     static const char *const kinds[] = { "max", "avg", NULL };
     dp_tensor *x = lt_check(L, 1);
-    dp_pool2d_opts o = { .kind = luaL_checkoption(L, 2, NULL, kinds), .adaptive = lua_toboolean(L, 3) };
+    dp_pool2d_opts o = { .kind = luaL_checkoption(L, 2, NULL, kinds), .adaptive = lt_optbool(L, 3, false) };
     int64_t v[8];
     for (int i = 0; i < 8; i++) v[i] = (int64_t)luaL_checkinteger(L, 4 + i);
     if (o.adaptive) { o.output_size[0] = v[0]; o.output_size[1] = v[1]; }
@@ -20,10 +20,10 @@ static int c_pool2d(lua_State *L)
     o.stride[0] = v[2]; o.stride[1] = v[3];
     o.padding[0] = v[4]; o.padding[1] = v[5];
     o.dilation[0] = v[6]; o.dilation[1] = v[7];
-    o.ceil_mode = lua_toboolean(L, 12);
-    o.count_include_pad = lua_toboolean(L, 13);
+    o.ceil_mode = lt_optbool(L, 12, false);
+    o.count_include_pad = lt_optbool(L, 13, false);
     o.divisor_override = (int64_t)luaL_optinteger(L, 14, 0);
-    bool want = lua_toboolean(L, 15);
+    bool want = lt_optbool(L, 15, false);
     dp_tensor **out = lt_newslot(L), **idx = want ? lt_newslot(L) : NULL;
     *out = dp_pool2d(x, &o, idx);
     lt_done(L, *out);

@@ -341,11 +341,24 @@ double lt_checkscalar(lua_State *L, int arg)
     return lua_tonumber(L, arg);
 }
 
+bool lt_optbool(lua_State *L, int arg, bool def)
+{
+    int ty = lua_type(L, arg);
+    if (ty == LUA_TNONE || ty == LUA_TNIL)
+        return def;
+    if (ty != LUA_TBOOLEAN)
+        luaL_typeerror(L, arg, "boolean");
+    return lua_toboolean(L, arg);
+}
+
 bool lt_optfield_bool(lua_State *L, int idx, const char *k, bool def)
 {
     if (!lua_istable(L, idx))
         return def;
     int ty = lua_getfield(L, idx, k);
+    if (ty != LUA_TNIL && ty != LUA_TBOOLEAN) {
+        luaL_error(L, "option %s must be a boolean, got %s", k, luaL_typename(L, -1));
+    }
     bool v = ty == LUA_TNIL ? def : lua_toboolean(L, -1);
     lua_pop(L, 1);
     return v;

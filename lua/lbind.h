@@ -83,7 +83,11 @@ dp_tensor *lt_checkindex(lua_State *L, int arg, int64_t size, int dim, dp_device
 dp_tensor *lt_checkindex_op(lua_State *L, int arg, int64_t size, int dim, dp_device dev, const char *what);
 /* Pushes one element as Lua sees it: integer (int64), boolean (bool) or float. */
 void lt_pushelement(lua_State *L, dp_dtype dt, const void *elem);
-/* Option table helpers: field `k` of the table at idx (def when idx is not a table). */
+/* An optional boolean argument: def when absent or nil, else it must be a boolean (a table
+ * or a number is an error, never read as true). */
+bool lt_optbool(lua_State *L, int arg, bool def);
+/* Option table helpers: field `k` of the table at idx (def when idx is not a table); a
+ * boolean field of another type is an error. */
 bool lt_optfield_bool(lua_State *L, int idx, const char *k, bool def);
 double lt_optfield_number(lua_State *L, int idx, const char *k, double def);
 
