@@ -385,7 +385,7 @@ describe('arithmetic', function()
     assert_contains(err(function() return torch.zeros(2) + 'x' end), 'tensor or number expected, got string')
     assert_contains(err(function() return torch.zeros(2):matmul(3) end), 'torch.Tensor expected, got number')
     assert_contains(err(function() return torch.zeros(2):sum('a') end),
-      "sum: dim must be a dimension or a table of dimensions (counted from 1), got the string 'a'")
+      "sum: dim must be an integer dimension or a table of them (counted from 1), got 'a'")
   end)
 end)
 

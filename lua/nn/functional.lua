@@ -94,6 +94,8 @@ require('nn.functional_more').install(F)
 require('nn.functional_grid').install(F)
 -- the margin, embedding and likelihood losses (lua/nn/losses_more.lua)
 require('nn.losses_more').install(F)
+-- the ops whose arguments come from lua/torch/signatures.lua
+require('torch.signatures').install_functional(F)
 -- autocast's casts (lua/torch/amp.lua), last: they wrap what the lines above installed
 require('torch.amp').install_ops(F)
 

@@ -48,7 +48,7 @@ end
 -- fn with its floating tensor arguments (float64 excepted, as PyTorch) cast to the
 -- autocast dtype (lower) or to float32 (fp32) when autocast is on for their device
 local function wrap(fn, lower)
-  return function(...)
+  local w = function(...)
     if active == 0 then return fn(...) end
     local n = select('#', ...)
     local args = { ... }
@@ -59,6 +59,10 @@ local function wrap(fn, lower)
     for i = 1, n do args[i] = cast(args[i], dtype) end
     return fn(table.unpack(args, 1, n))
   end
+  -- the wrapper takes the signature of what it wraps (help() shows it)
+  local registry = require('torch.signature').registry
+  registry[w] = registry[fn]
+  return w
 end
 
 -- the arguments cast as a lower precision op's (an op that is not one of the wrapped

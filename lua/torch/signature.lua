@@ -47,7 +47,7 @@ local function describe(v)
     end
     return ('the table {%s}'):format(table.concat(parts, ', '))
   elseif tv == 'string' then
-    return ("the string '%s'"):format(v)
+    return ("'%s'"):format(v)
   end
   return ('%s %s'):format(tv, tostring(v))
 end
@@ -77,8 +77,8 @@ local TYPES = {
   int = { test = is_int, what = 'an integer' },
   float = { test = function(v) return type(v) == 'number' end, what = 'a number' },
   bool = { test = function(v) return type(v) == 'boolean' end, what = 'a boolean' },
-  dim = { test = is_int, what = 'a dimension (an integer, counted from 1)' },
-  dims = { test = int_list, what = 'a dimension or a table of dimensions (counted from 1)' },
+  dim = { test = is_int, what = 'an integer dimension (counted from 1)' },
+  dims = { test = int_list, what = 'an integer dimension or a table of them (counted from 1)' },
   ['int[]'] = { test = int_list, what = 'an integer or a table of integers' },
   dtype = { test = function(v) return DTYPES[v] == true end, what = 'a dtype (torch.float32, torch.int64, ...)' },
   device = {
@@ -88,6 +88,17 @@ local TYPES = {
     what = "a device ('cpu', 'cuda:0', torch.device(...))",
   },
   str = { test = function(v) return type(v) == 'string' end, what = 'a string' },
+  ['Tensor[]'] = {
+    test = function(v)
+      if type(v) ~= 'table' or getmetatable(v) ~= nil then return false end
+      for k, x in pairs(v) do
+        if math.type(k) ~= 'integer' then return false end
+        if not M.is_tensor(x) then return false, ('element %d is a %s, expected a tensor'):format(k, type(x)) end
+      end
+      return true
+    end,
+    what = 'a table of tensors',
+  },
   any = { test = function() return true end, what = 'any value' },
 }
 
@@ -99,7 +110,7 @@ local function make_type(text)
     for s in enum:gmatch('[^,%s]+') do set[s] = true; list[#list + 1] = ("'%s'"):format(s) end
     return {
       test = function(v) return set[v] == true end,
-      what = 'one of ' .. table.concat(list, ', '),
+      what = #list == 1 and list[1] or table.concat(list, ', ', 1, #list - 1) .. ' or ' .. list[#list],
     }
   end
   local alts = {}
@@ -139,6 +150,9 @@ local function parse_default(text, where)
   error(('torch.signature: bad default %s in %s'):format(text, where), 3)
 end
 
+-- the types whose values may be tables
+local TABLE_TYPES = { dims = true, ['int[]'] = true, ['Tensor[]'] = true, any = true }
+
 -- Enums are written str{a,b}: the commas inside braces are not separators, so they are
 -- read as \1 while the parameters are split.
 local function protect(line)
@@ -161,6 +175,9 @@ function M.parse(text)
       if not ty then error(('torch.signature: cannot read parameter %s of %s'):format(item, line), 2) end
       ty = ty:gsub('\1', ',')
       local p = { name = pname, type_text = ty, optional = opt == '?', type = make_type(ty), kwonly = kwonly }
+      for alt in ty:gmatch('[^|]+') do
+        if TABLE_TYPES[alt] then p.takes_table = true end
+      end
       if default ~= '' then
         p.default = parse_default(default, line)
         p.has_default = true
@@ -175,9 +192,6 @@ function M.parse(text)
 end
 
 -- ------------------------------------------------------------------ binding a call
-
--- the types whose values may be tables
-local TABLE_TYPES = { dims = true, ['dims?'] = true, ['int[]'] = true, any = true }
 
 -- whether the last argument v is the options table: a plain table whose keys are names
 local function is_options(v)
@@ -212,11 +226,14 @@ local function bind(sig, args, n, opts, out)
         if type(d) == 'table' then d = {} end
         v = d
       elseif not p.optional then
-        return false, ('parameter %s is required: %s'):format(p.name, p.type.what)
+        return false, ('%s must be %s, got nil (it has no default)'):format(p.name, p.type.what)
       end
-    elseif not p.type.test(v) then
-      local where = ov ~= nil and ('option %s'):format(p.name) or p.name
-      return false, ('%s must be %s, got %s'):format(where, p.type.what, describe(v))
+    else
+      local ok, why = p.type.test(v)
+      if not ok then
+        local where = ov ~= nil and ('option %s'):format(p.name) or p.name
+        return false, ('%s must be %s, got %s%s'):format(where, p.type.what, describe(v), why and '; ' .. why or '')
+      end
     end
     out[i] = v
   end
@@ -269,7 +286,7 @@ function M.wrap(name, lines, impl)
     if n > 0 and is_options(args[n]) then
       -- an empty table where the first form takes a table is that argument, not options
       local p = sigs[1].params[n]
-      if not (next(args[n]) == nil and p and not p.kwonly and TABLE_TYPES[p.type_text]) then
+      if not (next(args[n]) == nil and p and not p.kwonly and p.takes_table) then
         opts = args[n]
         args[n] = nil
         n = n - 1

@@ -19,7 +19,10 @@ function M.rows(torch)
                           'max', 'min', 'any', 'all', 'logsumexp', 'var', 'std', 'var_mean', 'std_mean',
                           'count_nonzero', 'cumsum', 'cumprod', 'softmax', 'log_softmax', 'div', 'round',
                           'movedim', 'norm', 'sort', 'argsort', 'topk', 'kthvalue', 'median', 'mode',
-                          'floor_divide' } do
+                          'floor_divide', 'cat', 'stack', 'squeeze', 'unsqueeze', 'flatten', 'transpose',
+                          'narrow', 'select', 'split', 'chunk', 'tensor_split', 'unbind', 'tril', 'triu',
+                          'flip', 'roll', 'diagonal', 'repeat_interleave', 'index_select', 'gather',
+                          'scatter', 'scatter_add', 'scatter_reduce' } do
     base[name] = rawget(Tensor, name) or torch[name]
     assert(base[name], name)
   end
@@ -99,8 +102,9 @@ function M.rows(torch)
 
   local REDUCE = 'Tensor self, dims? dim=None, bool keepdim=False'
   local rows = {}
-  local function row(name, lines, impl)
-    rows[#rows + 1] = { name = name, lines = type(lines) == 'table' and lines or { lines }, impl = impl }
+  -- module: nil for torch.NAME (and Tensor:NAME), 'F' for nn.functional.NAME
+  local function row(name, lines, impl, module)
+    rows[#rows + 1] = { name = name, lines = type(lines) == 'table' and lines or { lines }, impl = impl, module = module }
   end
 
   -- ---------------------------------------------------------------- reductions
@@ -272,6 +276,15 @@ function M.rows(torch)
     end)
   end
 
+  -- nn.functional's: the same, and softmin (softmax of -input)
+  for _, name in ipairs { 'softmax', 'log_softmax', 'softmin' } do
+    row(name, ('%s(Tensor input, dim dim, *, dtype? dtype=None)'):format(name), function(t, dim, dtype)
+      t = cast(t, dtype)
+      if name == 'softmin' then return torch.softmax(-t, dim) end
+      return torch[name](t, dim)
+    end, 'F')
+  end
+
   -- ---------------------------------------------------------------- elementwise
   -- div(other, {rounding_mode = 'trunc' | 'floor'}): true division, or rounded toward 0 / -inf
   local function trunc_divide(a, b)
@@ -329,22 +342,132 @@ function M.rows(torch)
     return t:permute(order)
   end)
 
+  -- ---------------------------------------------------------------- joining and cutting
+  row('cat', { 'cat(Tensor[] tensors, dim dim=1)', 'cat(Tensor a, Tensor b, dim dim=1)' },
+    function(a, b, dim, form)
+      if form == 1 then return base.cat(a, b) end
+      return base.cat({ a, b }, dim)
+    end)
+  row('stack', 'stack(Tensor[] tensors, dim dim=1)', function(list, dim) return base.stack(list, dim) end)
+  row('split', 'split(Tensor self, int|int[] split_size_or_sections, dim dim=1)',
+    function(t, how, dim) return base.split(t, how, dim) end)
+  row('chunk', 'chunk(Tensor self, int chunks, dim dim=1)', function(t, n, dim) return base.chunk(t, n, dim) end)
+  -- a 0-dim tensor is a number of sections, a 1-D one the split points, as PyTorch
+  row('tensor_split', 'tensor_split(Tensor self, int|int[]|Tensor indices_or_sections, dim dim=1)',
+    function(t, how, dim)
+      if torch.is_tensor(how) then
+        if how.dtype ~= 'int64' or how:dim() > 1 then
+          err('tensor_split: a tensor of split points must be a 0-D or 1-D int64 tensor, got a %d-D %s tensor', how:dim(), how.dtype)
+        end
+        how = how:dim() == 0 and how:item() or how:tolist()
+      end
+      return base.tensor_split(t, how, dim)
+    end)
+  row('unbind', 'unbind(Tensor self, dim dim=1)', function(t, dim) return base.unbind(t, dim) end)
+
+  -- ---------------------------------------------------------------- views and shapes
+  row('squeeze', 'squeeze(Tensor self, dims? dim=None)', function(t, dim)
+    if dim == nil then return base.squeeze(t) end
+    if type(dim) ~= 'table' then return base.squeeze(t, dim) end
+    local list = dims_list('squeeze', t, dim)
+    if t:dim() == 0 then return base.squeeze(t) end
+    local shape = {}
+    local drop = {}
+    for _, d in ipairs(list) do drop[d] = t:size(d) == 1 end
+    for d = 1, t:dim() do
+      if not drop[d] then shape[#shape + 1] = t:size(d) end
+    end
+    return t:view(shape)
+  end)
+  row('unsqueeze', 'unsqueeze(Tensor self, dim dim)', function(t, dim) return base.unsqueeze(t, dim) end)
+  row('flatten', 'flatten(Tensor self, dim start_dim=1, dim end_dim=-1)',
+    function(t, a, b) return base.flatten(t, a, b) end)
+  row('transpose', 'transpose(Tensor self, dim dim0, dim dim1)', function(t, a, b) return base.transpose(t, a, b) end)
+  -- (start may be a 0-dim integer tensor, as PyTorch takes it)
+  row('narrow', 'narrow(Tensor self, dim dim, int|Tensor start, int length)', function(t, dim, start, length)
+    if torch.is_tensor(start) then
+      if start:dim() ~= 0 or start.dtype ~= 'int64' then
+        err('narrow: start must be an integer or a 0-dim int64 tensor, got a %d-D %s tensor', start:dim(), start.dtype)
+      end
+      start = start:item()
+    end
+    return base.narrow(t, dim, start, length)
+  end)
+  row('select', 'select(Tensor self, dim dim, int index)', function(t, dim, i) return base.select(t, dim, i) end)
+  row('tril', 'tril(Tensor self, int diagonal=0)', function(t, k) return base.tril(t, k) end)
+  row('triu', 'triu(Tensor self, int diagonal=0)', function(t, k) return base.triu(t, k) end)
+  row('flip', 'flip(Tensor self, dims dims)', function(t, dims) return base.flip(t, dims) end)
+  row('roll', 'roll(Tensor self, int[] shifts, dims? dims=None)', function(t, shifts, dims)
+    if type(dims) == 'table' and #dims == 0 then dims = nil end
+    if dims == nil and type(shifts) == 'table' and #shifts ~= 1 then
+      err('roll: %d shifts need as many dims, got none', #shifts)
+    end
+    if dims == nil and type(shifts) == 'table' then shifts = shifts[1] end
+    return base.roll(t, shifts, dims)
+  end)
+  row('diagonal', 'diagonal(Tensor self, int offset=0, dim dim1=1, dim dim2=2)',
+    function(t, offset, d1, d2) return base.diagonal(t, offset, d1, d2) end)
+  row('repeat_interleave', 'repeat_interleave(Tensor self, Tensor|int[] repeats, dim? dim=None, *, int? output_size=None)',
+    function(t, repeats, dim, output_size)
+      local r = base.repeat_interleave(t, repeats, dim)
+      if output_size ~= nil and r:size(dim and dim_of('repeat_interleave', t, dim) or 1) ~= output_size then
+        err('repeat_interleave: output_size is %d, but the repeats give %d', output_size, r:size(dim or 1))
+      end
+      return r
+    end)
+
+  -- ---------------------------------------------------------------- indexing
+  row('index_select', 'index_select(Tensor self, dim dim, Tensor|int[] index)',
+    function(t, dim, idx) return base.index_select(t, dim, idx) end)
+  row('gather', 'gather(Tensor self, dim dim, Tensor index, *, bool sparse_grad=False)',
+    function(t, dim, idx) return base.gather(t, dim, idx) end)
+  -- scatter's reduce: 'add' as scatter_add, 'multiply' as scatter_reduce's product, both
+  -- with the destination's values included, as PyTorch 1.13
+  row('scatter', 'scatter(Tensor self, dim dim, Tensor index, Tensor|Scalar src, *, str{add,multiply}? reduce=None)',
+    function(t, dim, idx, src, reduce)
+      if reduce == nil then return base.scatter(t, dim, idx, src) end
+      if not torch.is_tensor(src) then src = torch.full(idx:size(), src, { dtype = t.dtype, device = t.device }) end
+      if reduce == 'add' then return base.scatter_add(t, dim, idx, src) end
+      return base.scatter_reduce(t, dim, idx, src, 'prod', { include_self = true })
+    end)
+  row('scatter_add', 'scatter_add(Tensor self, dim dim, Tensor index, Tensor src)',
+    function(t, dim, idx, src) return base.scatter_add(t, dim, idx, src) end)
+  row('scatter_reduce', 'scatter_reduce(Tensor self, dim dim, Tensor index, Tensor src, str{sum,prod,mean,amax,amin} reduce, *, bool include_self=True)',
+    function(t, dim, idx, src, reduce, include_self)
+      return base.scatter_reduce(t, dim, idx, src, reduce, { include_self = include_self })
+    end)
+
   return rows
 end
+
+-- the rows as installed (M.install fills it)
+M.list = {}
 
 -- Puts each row's parsing wrapper in torch.NAME and, where the op is a method, Tensor:NAME.
 function M.install(torch)
   local Tensor = torch.Tensor
-  for _, r in ipairs(M.rows(torch)) do
+  M.list = M.rows(torch)
+  for _, r in ipairs(M.list) do
+    if r.module then goto continue end
     local fn = signature.wrap(r.name, r.lines, r.impl)
     local method = rawget(Tensor, r.name) ~= nil
     torch[r.name] = fn
     if method then rawset(Tensor, r.name, fn) end
+    ::continue::
   end
-  torch.divide = torch.div
-  rawset(Tensor, 'divide', torch.div)
-  torch.moveaxis = torch.movedim
-  rawset(Tensor, 'moveaxis', torch.movedim)
+  -- PyTorch's other names of the same ops
+  for alias, name in pairs { divide = 'div', moveaxis = 'movedim', concat = 'cat', concatenate = 'cat',
+                             swapaxes = 'transpose', swapdims = 'transpose' } do
+    torch[alias] = torch[name]
+    if rawget(Tensor, name) ~= nil then rawset(Tensor, alias, torch[name]) end
+  end
+end
+
+-- Puts the rows of nn.functional's ops into F (lua/nn/functional.lua calls it).
+function M.install_functional(F)
+  for _, r in ipairs(M.list) do
+    if r.module == 'F' then F[r.name] = signature.wrap(r.name, r.lines, r.impl) end
+  end
 end
 
 return M
