@@ -120,6 +120,14 @@ describe('signatures: every op of the table', function()
   local rows = require('torch.signatures').list
   local function target(r) return r.module == 'F' and torch.nn.functional or torch end
 
+  it('is the table of doc/signatures.md (build/dplua tools/signatures.lua > doc/signatures.md)', function()
+    local f = assert(io.open('doc/signatures.md'))
+    local page = f:read('a')
+    f:close()
+    assert(page == require('torch.signatures').markdown(),
+      'doc/signatures.md is out of date: build/dplua tools/signatures.lua > doc/signatures.md')
+  end)
+
   it('has a signature for each op, parsed and registered on torch and Tensor', function()
     assert.is_true(#rows >= 30)
     for _, r in ipairs(rows) do

@@ -442,6 +442,9 @@ end
 
 -- the rows as installed (M.install fills it)
 M.list = {}
+-- PyTorch's other names of the same ops
+M.ALIASES = { divide = 'div', moveaxis = 'movedim', concat = 'cat', concatenate = 'cat',
+              swapaxes = 'transpose', swapdims = 'transpose' }
 
 -- Puts each row's parsing wrapper in torch.NAME and, where the op is a method, Tensor:NAME.
 function M.install(torch)
@@ -451,16 +454,66 @@ function M.install(torch)
     if r.module then goto continue end
     local fn = signature.wrap(r.name, r.lines, r.impl)
     local method = rawget(Tensor, r.name) ~= nil
+    r.method = method
     torch[r.name] = fn
     if method then rawset(Tensor, r.name, fn) end
     ::continue::
   end
   -- PyTorch's other names of the same ops
-  for alias, name in pairs { divide = 'div', moveaxis = 'movedim', concat = 'cat', concatenate = 'cat',
-                             swapaxes = 'transpose', swapdims = 'transpose' } do
+  for alias, name in pairs(M.ALIASES) do
     torch[alias] = torch[name]
     if rawget(Tensor, name) ~= nil then rawset(Tensor, alias, torch[name]) end
   end
+end
+
+-- doc/signatures.md, written from the rows (tools/signatures.lua; spec/signatures_spec.lua
+-- checks that the page is up to date)
+function M.markdown()
+  local out = {
+    '# Signatures',
+    '',
+    '<!-- written by `build/dplua tools/signatures.lua > doc/signatures.md` from lua/torch/signatures.lua; do not edit -->',
+    '',
+    "The arguments of these ops are read from their signatures, written as PyTorch writes them",
+    "(`native_functions.yaml`) with dplua's types: dims count from 1 (negative from the end), and",
+    "PyTorch's keyword arguments go in an options table in last position, so",
+    "`x.sum(1, keepdim=True)` is `x:sum(2, {keepdim = true})`. A parameter before `*` may be given",
+    "by position or as an option; one after it only as an option. `?` allows nil. An unknown",
+    "option, a value of the wrong type or outside an enum, or an argument given twice is an error",
+    "naming the op, the parameter and the value. Several lines are overloads, tried in order.",
+    "`help(torch.sum)` prints the same lines.",
+    '',
+    'Types: `Tensor`, `Tensor[]` (a table of tensors), `Scalar` (a number), `int`, `float`, `bool`,',
+    '`dim` (an integer dimension), `dims` (a dimension or a table of them), `int[]` (an integer or a',
+    "table of them), `dtype`, `device`, `str`, `str{a,b}` (one of the strings), unions `A|B`.",
+    '',
+    '| op | where | signature |',
+    '|---|---|---|',
+  }
+  local rows = {}
+  for _, r in ipairs(M.list) do rows[#rows + 1] = r end
+  table.sort(rows, function(a, b)
+    if a.name ~= b.name then return a.name < b.name end
+    return (a.module or '') < (b.module or '')
+  end)
+  for _, r in ipairs(rows) do
+    local where = r.module == 'F' and 'nn.functional' or (r.method and 'torch, Tensor' or 'torch')
+    for i, line in ipairs(r.lines) do
+      out[#out + 1] = ('| %s | %s | `%s` |'):format(i == 1 and r.name or '', i == 1 and where or '', (line:gsub('|', '\\|')))
+    end
+  end
+  local aliases = {}
+  for alias, name in pairs(M.ALIASES) do aliases[#aliases + 1] = ('`%s` is `%s`'):format(alias, name) end
+  table.sort(aliases)
+  out[#out + 1] = ''
+  out[#out + 1] = 'Other names: ' .. table.concat(aliases, ', ') .. '.'
+  out[#out + 1] = ''
+  out[#out + 1] = ('%d ops, %d signature lines.'):format(#rows, (function()
+    local n = 0
+    for _, r in ipairs(rows) do n = n + #r.lines end
+    return n
+  end)())
+  return table.concat(out, '\n') .. '\n'
 end
 
 -- Puts the rows of nn.functional's ops into F (lua/nn/functional.lua calls it).
