@@ -55,7 +55,13 @@ function M.install(torch)
   -- the methods of the same names change self (Torch7's), x:csub(y) is x - y in place and
   -- x:cinv() is 1 / x in place
   local function inplace(name, f)
-    Tensor[name] = function(self, ...) return self:copy_(f(self, ...)) end
+    Tensor[name] = function(self, ...)
+      local r = f(self, ...)
+      if torch.FLOAT_DTYPES[r.dtype] and not torch.FLOAT_DTYPES[self.dtype] then
+        fail(2, "%s: the result type %s can't be cast to the %s tensor it would change in place", name, r.dtype, self.dtype)
+      end
+      return self:copy_(r)
+    end
   end
   inplace('cmul', torch.mul)
   inplace('cdiv', torch.div)
