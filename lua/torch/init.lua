@@ -145,6 +145,7 @@ require('torch.indexing').install(torch)
 require('torch.mathmore').install(torch)
 require('torch.dtypeinfo').install(torch)
 require('torch.logical').install(torch)
+require('torch.torch7').install(torch)
 
 -- ------------------------------------------------------------------ lazily reached modules
 

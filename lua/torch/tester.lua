@@ -52,16 +52,35 @@ local function describe(v)
   return tostring(v)
 end
 
-function Tester:assert(cond, msg) return self:_record(cond and true or false, msg) end
-function Tester:assertlt(a, b, msg) return self:_record(a < b, ('%s (%s < %s)'):format(msg or 'assertlt', a, b)) end
-function Tester:assertle(a, b, msg) return self:_record(a <= b, ('%s (%s <= %s)'):format(msg or 'assertle', a, b)) end
-function Tester:assertgt(a, b, msg) return self:_record(a > b, ('%s (%s > %s)'):format(msg or 'assertgt', a, b)) end
-function Tester:assertge(a, b, msg) return self:_record(a >= b, ('%s (%s >= %s)'):format(msg or 'assertge', a, b)) end
-function Tester:assertne(a, b, msg) return self:_record(a ~= b, ('%s (%s ~= %s)'):format(msg or 'assertne', a, b)) end
-function Tester:asserteq(a, b, msg) return self:_record(a == b, ('%s (%s == %s)'):format(msg or 'asserteq', a, b)) end
+-- a one-element tensor (what PyTorch's full reductions such as x:max() return, where
+-- Torch7's returned a number) compares as its number in the number asserts
+local function num(v)
+  if torch.is_tensor(v) and v:numel() == 1 then return v:item() end
+  return v
+end
+
+-- a one-element tensor condition (x:all(), x:eq(y):all()) counts by its value, not as a
+-- Lua value that is always true
+function Tester:assert(cond, msg)
+  if torch.is_tensor(cond) then
+    if cond:numel() ~= 1 then
+      error(('Tester:assert: a tensor of %d elements is not a condition; use :all() or :any()'):format(cond:numel()), 2)
+    end
+    local v = cond:item()
+    cond = v ~= 0 and v ~= false
+  end
+  return self:_record(cond and true or false, msg)
+end
+function Tester:assertlt(a, b, msg) a, b = num(a), num(b); return self:_record(a < b, ('%s (%s < %s)'):format(msg or 'assertlt', a, b)) end
+function Tester:assertle(a, b, msg) a, b = num(a), num(b); return self:_record(a <= b, ('%s (%s <= %s)'):format(msg or 'assertle', a, b)) end
+function Tester:assertgt(a, b, msg) a, b = num(a), num(b); return self:_record(a > b, ('%s (%s > %s)'):format(msg or 'assertgt', a, b)) end
+function Tester:assertge(a, b, msg) a, b = num(a), num(b); return self:_record(a >= b, ('%s (%s >= %s)'):format(msg or 'assertge', a, b)) end
+function Tester:assertne(a, b, msg) a, b = num(a), num(b); return self:_record(a ~= b, ('%s (%s ~= %s)'):format(msg or 'assertne', a, b)) end
+function Tester:asserteq(a, b, msg) a, b = num(a), num(b); return self:_record(a == b, ('%s (%s == %s)'):format(msg or 'asserteq', a, b)) end
 function Tester:assertalmosteq(a, b, tol, msg)
   if type(tol) == 'string' then tol, msg = nil, tol end
   tol = tol or 1e-16
+  a, b = num(a), num(b)
   return self:_record(math.abs(a - b) <= tol, ('%s (|%s - %s| <= %s)'):format(msg or 'assertalmosteq', a, b, tol))
 end
 
