@@ -44,15 +44,25 @@ static void check_exists(lua_State *L, dp_device d)
         lt_raise(L);
 }
 
-/* "torch.zeros": the name the running function was called by, for messages */
-static const char *function_name(lua_State *L)
+/* The name of the function at stack level `level` as the caller wrote it, or NULL: a
+ * global's or a field's name; a local's or an upvalue's is a wrapper's own (torch7.lua's
+ * result forms call the engine's function through a local). */
+static const char *called_name(lua_State *L, int level)
 {
     lua_Debug ar;
-    if (!lua_getstack(L, 0, &ar) || !lua_getinfo(L, "nf", &ar))
-        return "torch";
-    if (ar.name)
-        return lua_pushfstring(L, "torch.%s", ar.name);
-    /* called without a name (pcall(torch.zeros, ...)): the field of torch that holds it */
+    if (!lua_getstack(L, level, &ar) || !lua_getinfo(L, "n", &ar) || !ar.name)
+        return NULL;
+    if (strcmp(ar.namewhat, "local") == 0 || strcmp(ar.namewhat, "upvalue") == 0)
+        return NULL;
+    return lua_pushfstring(L, "torch.%s", ar.name);
+}
+
+/* The field of torch that holds the function at stack level `level`, or NULL. */
+static const char *field_name(lua_State *L, int level)
+{
+    lua_Debug ar;
+    if (!lua_getstack(L, level, &ar) || !lua_getinfo(L, "f", &ar))
+        return NULL;
     int f = lua_gettop(L);
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
     if (lua_getfield(L, -1, "torch") == LUA_TTABLE) {
@@ -63,6 +73,21 @@ static const char *function_name(lua_State *L)
             lua_pop(L, 1);
         }
     }
+    lua_settop(L, f - 1);
+    return NULL;
+}
+
+/* "torch.zeros": the name the running function was called by, for messages; when it was
+ * called by a Lua wrapper (or without a name, as pcall(torch.zeros, ...)), the wrapper's */
+static const char *function_name(lua_State *L)
+{
+    const char *name;
+    if ((name = called_name(L, 0)) || (name = field_name(L, 0)))
+        return name;
+    lua_Debug ar;   /* the caller, when it is one of dplua's wrappers */
+    if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "S", &ar) && lt_library_source(ar.source) &&
+        ((name = called_name(L, 1)) || (name = field_name(L, 1))))
+        return name;
     return "torch";
 }
 

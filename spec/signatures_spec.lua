@@ -134,7 +134,9 @@ describe('signatures: every op of the table', function()
       local lines = signature.lines(target(r)[r.name])
       assert(lines, r.name .. ' has no signature')
       assert.are.same(r.lines, lines)
-      if not r.module and rawget(torch.Tensor, r.name) ~= nil then assert.are.equal(torch[r.name], rawget(torch.Tensor, r.name)) end
+      if not r.module and rawget(torch.Tensor, r.name) ~= nil then
+        assert.are.same(r.lines, signature.lines(rawget(torch.Tensor, r.name)))
+      end
     end
   end)
 

@@ -145,7 +145,6 @@ require('torch.indexing').install(torch)
 require('torch.mathmore').install(torch)
 require('torch.dtypeinfo').install(torch)
 require('torch.logical').install(torch)
-require('torch.torch7').install(torch)
 
 -- ------------------------------------------------------------------ lazily reached modules
 
@@ -171,6 +170,8 @@ function Generator:initial_seed() return self.seed end
 
 -- every op's arguments parsed from its signature (before amp, whose autocast wraps them)
 require('torch.signatures').install(torch)
+-- Torch7's function forms and result-tensor forms, around the parsed ops
+require('torch.torch7').install(torch)
 
 -- the random draws with a generator= option (torch.rand ..., t:uniform_ ..., multinomial)
 require('torch.random').install(torch)

@@ -282,6 +282,7 @@ function M.wrap(name, lines, impl)
   local fn = function(...)
     local n = select('#', ...)
     local args = { ... }
+    while n > 0 and args[n] == nil do n = n - 1 end   -- trailing nils are absent arguments
     local opts
     if n > 0 and is_options(args[n]) then
       -- an empty table where the first form takes a table is that argument, not options

@@ -15,6 +15,12 @@ local M = {}
 function M.install(torch)
   local Tensor = torch.Tensor
   local is_tensor = torch.is_tensor
+  -- a wrapper keeps the signature of the op it wraps (help() shows it)
+  local registry = require('torch.signature').registry
+  local function keep(new, old)
+    registry[new] = registry[old]
+    return new
+  end
 
   local function fail(level, fmt, ...) error(fmt:format(...), level + 1) end
 
@@ -175,14 +181,14 @@ function M.install(torch)
   -- table result with the pieces (Torch7's); with x first, PyTorch's forms
   for _, name in ipairs({ 'split', 'chunk' }) do
     local f = torch[name]
-    torch[name] = function(first, ...)
+    torch[name] = keep(function(first, ...)
       if type(first) == 'table' and not is_tensor(first) then
         for k in pairs(first) do first[k] = nil end
         for i, piece in ipairs(f(...)) do first[i] = piece end
         return first
       end
       return f(first, ...)
-    end
+    end, f)
   end
 
   -- ------------------------------------------------------------ indexing by masks and indices
@@ -222,15 +228,15 @@ function M.install(torch)
     if type(a) == 'boolean' then return sort(x, x:dim() > 0 and x:dim() or 1, a) end
     return sort(x, a, b)
   end
-  function torch.sort(first, second, third, ...)
+  torch.sort = keep(function(first, second, third, ...)
     if is_tensor(first) and is_tensor(second) and is_tensor(third) then
       local v, i = sort7(third, ...)
       into(first, v); into(second, i)
       return first, second
     end
     return sort7(first, second, third, ...)
-  end
-  Tensor.sort = function(self, ...) return sort7(self, ...) end
+  end, sort)
+  Tensor.sort = keep(function(self, ...) return sort7(self, ...) end, sort)
 
   -- ------------------------------------------------------------ result-tensor forms
   -- torch.f(res, x, ...) for the functions whose second argument is never a tensor in
@@ -243,10 +249,10 @@ function M.install(torch)
   for _, name in ipairs(ONE_INPUT) do
     local f = torch[name]
     if f then
-      torch[name] = function(first, second, ...)
+      torch[name] = keep(function(first, second, ...)
         if is_tensor(first) and is_tensor(second) then return into_copy(first, f(second, ...)) end
         return f(first, second, ...)
-      end
+      end, f)
     end
   end
   local MAKERS = { 'zeros', 'ones', 'eye', 'range', 'rand', 'randn', 'randperm', 'linspace', 'logspace' }
@@ -266,11 +272,11 @@ function M.install(torch)
     return cross(a, b, c, ...)
   end
   local cat = torch.cat
-  function torch.cat(a, b, c, d)
+  torch.cat = keep(function(a, b, c, d)
     if is_tensor(a) and type(b) == 'table' and not is_tensor(b) then return into(a, cat(b, c)) end
     if is_tensor(a) and is_tensor(b) and is_tensor(c) then return into(a, cat({ b, c }, d)) end
     return cat(a, b, c)
-  end
+  end, cat)
 
   -- ------------------------------------------------------------ random state
   -- torch.getRNGState(): the global stream's position as an int64 tensor {seed, offset};
