@@ -438,6 +438,9 @@ static int scatter_raw(dp_tensor *dst, const layout *l, const int64_t *strides, 
     return dp_backend_for(dst->device)->scatter_offsets(&b, &x, &s, mode);
 }
 
+/* Every in-place index write ends here (index_put_, t[index] = v, scatter_, scatter_add_,
+ * and index_copy_, index_fill_, index_add_, masked_scatter_ made of them): values that
+ * share memory with t are refused or read from a private copy (dp_index_write_source). */
 static int put_in_place(dp_tensor *t, const plan *p, dp_tensor *values, bool add, const char *op)
 {
     if (dp_check_inplace(t, op)) return -1;
@@ -446,7 +449,10 @@ static int put_in_place(dp_tensor *t, const plan *p, dp_tensor *values, bool add
             return dp_error("unsupported operation: more than one element of the written-to tensor refers to a single "
                             "memory location (%s on an expanded view). Please clone() the tensor before performing the "
                             "operation.", op);
-    dp_tensor *v = prep_values(t, &p->out, values, op);
+    dp_tensor *own = dp_index_write_source(t, values, op, add ? "source" : "values");
+    if (!own) return -1;
+    dp_tensor *v = prep_values(t, &p->out, own, op);
+    dp_tensor_release(own);
     if (!v) return -1;
     dp_tensor *offs = plan_offsets(p, t->sizes, t->strides, t->device);
     int rc = offs ? scatter_raw(t, &p->out, t->strides, offs, v, add ? DP_SCATTER_ADD : DP_SCATTER_COPY) : -1;
@@ -516,6 +522,11 @@ static dp_tensor *put_plan(dp_tensor *t, const plan *p, dp_tensor *values, bool 
 int dp_index_put_(dp_tensor *t, int n, dp_tensor *const *indices, dp_tensor *values, bool accumulate, int base)
 {
     if (dp_check_inplace(t, "index_put_")) return -1;
+    /* An index in t's memory is refused, as in PyTorch; t[mask] = one value is PyTorch's
+     * masked_fill_, which reads the mask first (b[b] = false). */
+    bool fill = n == 1 && indices[0] && indices[0]->dtype == DP_BOOL && dp_numel(values) == 1;
+    for (int k = 0; k < n && !fill; k++)
+        if (indices[k] && dp_check_index_overlap(t, indices[k], "index_put_")) return -1;
     plan p;
     if (plan_build(&p, t, n, indices, base)) return -1;
     int rc = put_in_place(t, &p, values, accumulate, "index_put_");
@@ -628,7 +639,7 @@ dp_tensor *dp_scatter_index(dp_tensor *t, int dim, dp_tensor *index, dp_tensor *
 int dp_scatter_index_(dp_tensor *t, int dim, dp_tensor *index, dp_tensor *src, bool add, int base)
 {
     const char *op = add ? "scatter_add_" : "scatter_";
-    if (dp_check_inplace(t, op)) return -1;
+    if (dp_check_inplace(t, op) || dp_check_index_overlap(t, index, op)) return -1;
     plan p;
     if (plan_gather(&p, t, dim, index, src, base, op)) return -1;
     dp_tensor *v = src_for(src, index);
