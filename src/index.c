@@ -77,16 +77,28 @@ static int range_error(int64_t v, int dim, int64_t size, int base)
                     (long long)size, base == 1 ? " (dplua counts from 1)" : "");
 }
 
-/* An int64 index tensor for dim `dim` of size `size`, on the host, 0-based and checked. */
-static int64_t *read_index(dp_tensor *ix, int dim, int64_t size, int base)
+/* gather's and scatter's message for an index out of range: they take no negative ones */
+#define NONNEG_RANGE_MSG(base) ((base) == 1 \
+    ? "%s: index %lld is out of range for dimension %d with size %lld (dplua counts from 1; %s takes no negative indices)" \
+    : "%s: index %lld is out of range for dimension %d with size %lld (%s takes no negative indices)")
+
+/* An int64 index tensor for dim `dim` of size `size`, on the host, 0-based and checked.
+ * Negative values count from the end, unless nonneg_op names an op that takes none
+ * (gather, scatter: as in PyTorch, whose advanced indexing takes them and those don't). */
+static int64_t *read_index(dp_tensor *ix, int dim, int64_t size, int base, const char *nonneg_op)
 {
     int64_t n = dp_numel(ix);
     int64_t *h = alloc_i64(n);
     if (!h) return NULL;
     if (dp_to_host(ix, h, DP_INT64, n)) { free(h); return NULL; }
     for (int64_t i = 0; i < n; i++) {
-        int64_t v = h[i], z = v < 0 ? v + size : v - base;
-        if (z < 0 || z >= size) { range_error(v, dim, size, base); free(h); return NULL; }
+        int64_t v = h[i], z = v < 0 && !nonneg_op ? v + size : v - base;
+        if (z < 0 || z >= size) {
+            if (nonneg_op) dp_error(NONNEG_RANGE_MSG(base), nonneg_op, (long long)v, dim + 1, (long long)size, nonneg_op);
+            else range_error(v, dim, size, base);
+            free(h);
+            return NULL;
+        }
         h[i] = z;
     }
     return h;
@@ -221,7 +233,7 @@ static int plan_build(plan *p, dp_tensor *t, int n, dp_tensor *const *indices, i
             if (d >= t->ndim) { dp_error("too many indices for a tensor of dimension %d", t->ndim); goto done; }
             p->ibase[nraw] = base;
             if (p->on_device) { raw[nraw] = NULL; rawt[nraw] = (dp_tensor_retain(ix), ix); }
-            else if (!(raw[nraw] = read_index(ix, d, t->sizes[d], base))) goto done;
+            else if (!(raw[nraw] = read_index(ix, d, t->sizes[d], base, NULL))) goto done;
             rnd[nraw] = ix->ndim;
             memcpy(rsz[nraw], ix->sizes, sizeof rsz[nraw]);
             p->dims[nraw++] = d++;
@@ -576,6 +588,14 @@ static int plan_gather(plan *p, dp_tensor *t, int dim, dp_tensor *index, dp_tens
     p->out.ndim = index->ndim;
     for (int d = 0; d < index->ndim; d++) { p->out.sizes[d] = index->sizes[d]; p->out.vdim[d] = -1; }
     if ((p->on_device = offsets_on_device(t, 1, &index))) {   /* index at dim, coordinates elsewhere */
+        /* the offsets' kernel counts negative values from the end: refused first, there */
+        char msg[240];
+        snprintf(msg, sizeof msg, base == 1
+                 ? "%s: index %%lld at position %%lld is out of range for dimension %d with size %lld (dplua counts "
+                   "from 1; %s takes no negative indices)"
+                 : "%s: index %%lld (counted from 1) at position %%lld is out of range for dimension %d with size %lld "
+                   "(%s takes no negative indices)", op, dim + 1, (long long)t->sizes[dim], op);
+        if (dp_check_index_values(index, base, t->sizes[dim], msg)) return -1;
         for (int d = 0; d < t->ndim; d++, p->nidx++) {
             p->dims[d] = d;
             p->coord[d] = d;
@@ -584,7 +604,7 @@ static int plan_gather(plan *p, dp_tensor *t, int dim, dp_tensor *index, dp_tens
         p->ix[dim] = (dp_tensor_retain(index), index);
         return 0;
     }
-    int64_t *iv = read_index(index, dim, t->sizes[dim], base);
+    int64_t *iv = read_index(index, dim, t->sizes[dim], base, op);
     if (!iv) return -1;
     for (int d = 0; d < t->ndim; d++, p->nidx++) {
         p->dims[d] = d;

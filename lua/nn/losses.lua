@@ -355,7 +355,12 @@ function L.cross_entropy(input, target, opts)
     fail('%s: label_smoothing must be between 0.0 and 1.0. Got: %s', who, tostring(s))
   end
   if is_float(target) then
-    -- class probabilities
+    -- class probabilities: no target is a class to ignore (PyTorch refuses any ignore_index
+    -- but its default)
+    if o.ignore_index ~= -100 then
+      fail('%s: ignore_index is not supported for floating point target (class probabilities), got ignore_index = %s',
+        who, tostring(o.ignore_index))
+    end
     local rows, t, C = as_rows(who, input, target, true)
     local weight = class_weight(who, o.weight, input, C)
     if s > 0 then t = t * (1 - s) + s / C end
