@@ -416,10 +416,12 @@ static int inplace_check(dp_tensor *self, const char *op)
     return dp_check_inplace(self, op) || expand_check(self, op) ? -1 : 0;
 }
 
-/* A write to dst that reads src, refused when their elements partly overlap in memory (as
- * PyTorch does: the result would depend on the order of the writes, and a GPU copy of
- * overlapping ranges is undefined).  Only dense layouts are judged, as in PyTorch; the
- * same elements in the same layout (a += a) are fine. */
+/* How the elements of a and b lie in memory, as PyTorch's get_overlap_status judges them: in
+ * other storages or byte ranges (NO), the same elements in the same layout (FULL), dense
+ * layouts whose byte ranges meet (PARTIAL), or layouts with gaps or repeats whose byte
+ * ranges meet (TOO_HARD: whether an element is shared is not worked out).  Every write that
+ * reads another tensor asks this of the tensor it writes (dp_check_write_overlap,
+ * dp_index_write_source, dp_check_index_overlap below). */
 static bool dense(const dp_tensor *t)   /* non-overlapping and dense, in any dim order */
 {
     int64_t sz[DP_MAX_DIMS], st[DP_MAX_DIMS];
@@ -441,23 +443,75 @@ static bool dense(const dp_tensor *t)   /* non-overlapping and dense, in any dim
 
 static bool same_layout(const dp_tensor *a, const dp_tensor *b)
 {
-    if (a->offset != b->offset || a->ndim != b->ndim) return false;
+    if (a->offset != b->offset || a->ndim != b->ndim || a->dtype != b->dtype) return false;
     for (int d = 0; d < a->ndim; d++)
         if (a->sizes[d] != b->sizes[d] || (a->sizes[d] != 1 && a->strides[d] != b->strides[d])) return false;
     return true;
 }
 
-static int check_overlap(const dp_tensor *dst, const dp_tensor *src, const char *op)
+/* the bytes of storage t's elements span: [*lo, *hi) */
+static void byte_extent(const dp_tensor *t, int64_t *lo, int64_t *hi)
 {
-    if (dst->storage != src->storage || !dense(dst) || !dense(src)) return 0;
-    int64_t nd = dp_numel(dst), ns = dp_numel(src);
-    if (nd == 0 || ns == 0) return 0;
-    int64_t d0 = dst->offset, d1 = dst->offset + nd, s0 = src->offset, s1 = src->offset + ns;
-    if (same_layout(dst, src)) return 0;
-    if (d0 < s1 && s0 < d1)
-        return dp_error("unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
-                        "single memory location (%s). Please clone() the tensor before performing the operation.", op);
-    return 0;
+    int64_t first = t->offset, last = t->offset;
+    for (int d = 0; d < t->ndim; d++) {
+        int64_t span = (t->sizes[d] - 1) * t->strides[d];
+        if (span < 0) first += span; else last += span;
+    }
+    int64_t size = (int64_t)dp_dtype_size(t->dtype);
+    *lo = first * size;
+    *hi = (last + 1) * size;
+}
+
+dp_overlap dp_overlap_of(const dp_tensor *a, const dp_tensor *b)
+{
+    if (a->storage != b->storage || dp_numel(a) == 0 || dp_numel(b) == 0) return DP_OVERLAP_NO;
+    int64_t alo, ahi, blo, bhi;
+    byte_extent(a, &alo, &ahi);
+    byte_extent(b, &blo, &bhi);
+    if (ahi <= blo || bhi <= alo) return DP_OVERLAP_NO;
+    if (!dense(a) || !dense(b)) return DP_OVERLAP_TOO_HARD;
+    return same_layout(a, b) ? DP_OVERLAP_FULL : DP_OVERLAP_PARTIAL;
+}
+
+static int overlap_error(const char *op, const char *what)
+{
+    return dp_error("unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
+                    "single memory location (%s: the %s and the tensor written to share memory). Please clone() the "
+                    "tensor before performing the operation.", op, what);
+}
+
+/* An elementwise write to dst that reads src (copy_, a += b): refused when the elements
+ * partly overlap, as in PyTorch (the result would depend on the order of the writes, and a
+ * GPU copy of overlapping ranges is undefined); the same elements in the same layout
+ * (a += a) are fine, and layouts with gaps are not judged, as in PyTorch. */
+int dp_check_write_overlap(const dp_tensor *dst, const dp_tensor *src, const char *op)
+{
+    return dp_overlap_of(dst, src) == DP_OVERLAP_PARTIAL ? overlap_error(op, "source") : 0;
+}
+
+/* What an index write (index_put_, scatter_ and the ops made of them) into dst reads in
+ * place of src: src itself (retained) when it shares no memory with dst, else an error as
+ * in PyTorch, which refuses any source in dst's memory, the same elements included.  Two
+ * cases read a private copy instead: a one-element source, which PyTorch reads once as a
+ * fill value (t[mask] = t[1], index_fill_ with an element of t), and layouts with gaps or
+ * repeats, which PyTorch does not judge and whose result would depend on the order of the
+ * writes.  NULL with the message set on failure. */
+dp_tensor *dp_index_write_source(const dp_tensor *dst, dp_tensor *src, const char *op, const char *what)
+{
+    dp_overlap o = dp_overlap_of(dst, src);
+    if (o == DP_OVERLAP_NO) { dp_tensor_retain(src); return src; }
+    if (o == DP_OVERLAP_TOO_HARD || dp_numel(src) == 1) return dp_clone(src);
+    overlap_error(op, what);
+    return NULL;
+}
+
+/* An index of an index write that shares memory with the tensor written: refused, as in
+ * PyTorch (the engine reads the indices before it writes, but a program that PyTorch refuses
+ * should not pass here).  Layouts with gaps are not judged, as in PyTorch. */
+int dp_check_index_overlap(const dp_tensor *dst, const dp_tensor *index, const char *op)
+{
+    dp_overlap o = dp_overlap_of(dst, index);
+    return o == DP_OVERLAP_FULL || o == DP_OVERLAP_PARTIAL ? overlap_error(op, "index") : 0;
 }
 
 /* In-place ops that autograd must see: self requires grad (a non-leaf) or an operand does.
@@ -562,7 +616,7 @@ int dp_binary_(dp_binary_op op, dp_tensor *self, dp_tensor *other)
 {
     const char *name = op_table[DP_NUNARY + op].name;
     bool tracked = inplace_tracked(self, other);
-    if (check_overlap(self, other, name)) return -1;
+    if (dp_check_write_overlap(self, other, name)) return -1;
     if ((tracked ? expand_check(self, name) : inplace_check(self, name)) || check_bools(op, self->dtype, other->dtype))
         return -1;
     if (other->ndim > 0 || other->device.type != DP_DEVICE_CPU) {
@@ -643,7 +697,7 @@ int dp_fill_(dp_tensor *self, double value)
 int dp_copy_(dp_tensor *self, dp_tensor *src)
 {
     bool tracked = inplace_tracked(self, src);
-    if ((tracked ? expand_check(self, "copy_") : inplace_check(self, "copy_")) || check_overlap(self, src, "copy_"))
+    if ((tracked ? expand_check(self, "copy_") : inplace_check(self, "copy_")) || dp_check_write_overlap(self, src, "copy_"))
         return -1;
     int nd;
     int64_t sizes[DP_MAX_DIMS];

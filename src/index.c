@@ -77,16 +77,28 @@ static int range_error(int64_t v, int dim, int64_t size, int base)
                     (long long)size, base == 1 ? " (dplua counts from 1)" : "");
 }
 
-/* An int64 index tensor for dim `dim` of size `size`, on the host, 0-based and checked. */
-static int64_t *read_index(dp_tensor *ix, int dim, int64_t size, int base)
+/* gather's and scatter's message for an index out of range: they take no negative ones */
+#define NONNEG_RANGE_MSG(base) ((base) == 1 \
+    ? "%s: index %lld is out of range for dimension %d with size %lld (dplua counts from 1; %s takes no negative indices)" \
+    : "%s: index %lld is out of range for dimension %d with size %lld (%s takes no negative indices)")
+
+/* An int64 index tensor for dim `dim` of size `size`, on the host, 0-based and checked.
+ * Negative values count from the end, unless nonneg_op names an op that takes none
+ * (gather, scatter: as in PyTorch, whose advanced indexing takes them and those don't). */
+static int64_t *read_index(dp_tensor *ix, int dim, int64_t size, int base, const char *nonneg_op)
 {
     int64_t n = dp_numel(ix);
     int64_t *h = alloc_i64(n);
     if (!h) return NULL;
     if (dp_to_host(ix, h, DP_INT64, n)) { free(h); return NULL; }
     for (int64_t i = 0; i < n; i++) {
-        int64_t v = h[i], z = v < 0 ? v + size : v - base;
-        if (z < 0 || z >= size) { range_error(v, dim, size, base); free(h); return NULL; }
+        int64_t v = h[i], z = v < 0 && !nonneg_op ? v + size : v - base;
+        if (z < 0 || z >= size) {
+            if (nonneg_op) dp_error(NONNEG_RANGE_MSG(base), nonneg_op, (long long)v, dim + 1, (long long)size, nonneg_op);
+            else range_error(v, dim, size, base);
+            free(h);
+            return NULL;
+        }
         h[i] = z;
     }
     return h;
@@ -221,7 +233,7 @@ static int plan_build(plan *p, dp_tensor *t, int n, dp_tensor *const *indices, i
             if (d >= t->ndim) { dp_error("too many indices for a tensor of dimension %d", t->ndim); goto done; }
             p->ibase[nraw] = base;
             if (p->on_device) { raw[nraw] = NULL; rawt[nraw] = (dp_tensor_retain(ix), ix); }
-            else if (!(raw[nraw] = read_index(ix, d, t->sizes[d], base))) goto done;
+            else if (!(raw[nraw] = read_index(ix, d, t->sizes[d], base, NULL))) goto done;
             rnd[nraw] = ix->ndim;
             memcpy(rsz[nraw], ix->sizes, sizeof rsz[nraw]);
             p->dims[nraw++] = d++;
@@ -438,6 +450,9 @@ static int scatter_raw(dp_tensor *dst, const layout *l, const int64_t *strides, 
     return dp_backend_for(dst->device)->scatter_offsets(&b, &x, &s, mode);
 }
 
+/* Every in-place index write ends here (index_put_, t[index] = v, scatter_, scatter_add_,
+ * and index_copy_, index_fill_, index_add_, masked_scatter_ made of them): values that
+ * share memory with t are refused or read from a private copy (dp_index_write_source). */
 static int put_in_place(dp_tensor *t, const plan *p, dp_tensor *values, bool add, const char *op)
 {
     if (dp_check_inplace(t, op)) return -1;
@@ -446,7 +461,10 @@ static int put_in_place(dp_tensor *t, const plan *p, dp_tensor *values, bool add
             return dp_error("unsupported operation: more than one element of the written-to tensor refers to a single "
                             "memory location (%s on an expanded view). Please clone() the tensor before performing the "
                             "operation.", op);
-    dp_tensor *v = prep_values(t, &p->out, values, op);
+    dp_tensor *own = dp_index_write_source(t, values, op, add ? "source" : "values");
+    if (!own) return -1;
+    dp_tensor *v = prep_values(t, &p->out, own, op);
+    dp_tensor_release(own);
     if (!v) return -1;
     dp_tensor *offs = plan_offsets(p, t->sizes, t->strides, t->device);
     int rc = offs ? scatter_raw(t, &p->out, t->strides, offs, v, add ? DP_SCATTER_ADD : DP_SCATTER_COPY) : -1;
@@ -516,6 +534,11 @@ static dp_tensor *put_plan(dp_tensor *t, const plan *p, dp_tensor *values, bool 
 int dp_index_put_(dp_tensor *t, int n, dp_tensor *const *indices, dp_tensor *values, bool accumulate, int base)
 {
     if (dp_check_inplace(t, "index_put_")) return -1;
+    /* An index in t's memory is refused, as in PyTorch; t[mask] = one value is PyTorch's
+     * masked_fill_, which reads the mask first (b[b] = false). */
+    bool fill = n == 1 && indices[0] && indices[0]->dtype == DP_BOOL && dp_numel(values) == 1;
+    for (int k = 0; k < n && !fill; k++)
+        if (indices[k] && dp_check_index_overlap(t, indices[k], "index_put_")) return -1;
     plan p;
     if (plan_build(&p, t, n, indices, base)) return -1;
     int rc = put_in_place(t, &p, values, accumulate, "index_put_");
@@ -565,6 +588,14 @@ static int plan_gather(plan *p, dp_tensor *t, int dim, dp_tensor *index, dp_tens
     p->out.ndim = index->ndim;
     for (int d = 0; d < index->ndim; d++) { p->out.sizes[d] = index->sizes[d]; p->out.vdim[d] = -1; }
     if ((p->on_device = offsets_on_device(t, 1, &index))) {   /* index at dim, coordinates elsewhere */
+        /* the offsets' kernel counts negative values from the end: refused first, there */
+        char msg[240];
+        snprintf(msg, sizeof msg, base == 1
+                 ? "%s: index %%lld at position %%lld is out of range for dimension %d with size %lld (dplua counts "
+                   "from 1; %s takes no negative indices)"
+                 : "%s: index %%lld (counted from 1) at position %%lld is out of range for dimension %d with size %lld "
+                   "(%s takes no negative indices)", op, dim + 1, (long long)t->sizes[dim], op);
+        if (dp_check_index_values(index, base, t->sizes[dim], msg)) return -1;
         for (int d = 0; d < t->ndim; d++, p->nidx++) {
             p->dims[d] = d;
             p->coord[d] = d;
@@ -573,7 +604,7 @@ static int plan_gather(plan *p, dp_tensor *t, int dim, dp_tensor *index, dp_tens
         p->ix[dim] = (dp_tensor_retain(index), index);
         return 0;
     }
-    int64_t *iv = read_index(index, dim, t->sizes[dim], base);
+    int64_t *iv = read_index(index, dim, t->sizes[dim], base, op);
     if (!iv) return -1;
     for (int d = 0; d < t->ndim; d++, p->nidx++) {
         p->dims[d] = d;
@@ -628,7 +659,7 @@ dp_tensor *dp_scatter_index(dp_tensor *t, int dim, dp_tensor *index, dp_tensor *
 int dp_scatter_index_(dp_tensor *t, int dim, dp_tensor *index, dp_tensor *src, bool add, int base)
 {
     const char *op = add ? "scatter_add_" : "scatter_";
-    if (dp_check_inplace(t, op)) return -1;
+    if (dp_check_inplace(t, op) || dp_check_index_overlap(t, index, op)) return -1;
     plan p;
     if (plan_gather(&p, t, dim, index, src, base, op)) return -1;
     dp_tensor *v = src_for(src, index);

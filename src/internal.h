@@ -73,6 +73,16 @@ int dp_check_count(int64_t n, size_t elem_size, const char *what);
 void dp_bump_version(dp_tensor *t);
 /* Refuses in-place writes on tensors autograd depends on. */
 int dp_check_inplace(dp_tensor *t, const char *op);
+/* Memory shared by a tensor written and one it reads (elementwise.c): PyTorch's overlap
+ * status.  dp_check_write_overlap refuses a partial overlap (copy_, a += b);
+ * dp_index_write_source gives the tensor an index write reads (src retained, a private
+ * copy, or NULL with the message set when PyTorch refuses it); dp_check_index_overlap
+ * refuses an index in the memory written. */
+typedef enum { DP_OVERLAP_NO, DP_OVERLAP_FULL, DP_OVERLAP_PARTIAL, DP_OVERLAP_TOO_HARD } dp_overlap;
+dp_overlap dp_overlap_of(const dp_tensor *a, const dp_tensor *b);
+int dp_check_write_overlap(const dp_tensor *dst, const dp_tensor *src, const char *op);
+dp_tensor *dp_index_write_source(const dp_tensor *dst, dp_tensor *src, const char *op, const char *what);
+int dp_check_index_overlap(const dp_tensor *dst, const dp_tensor *index, const char *op);
 /* Counts bytes moved between distinct devices. */
 void dp_count_copied(uint64_t nbytes);
 /* The first n int64 indices of index copied to the host (free() them), with *bad the

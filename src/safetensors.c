@@ -207,6 +207,33 @@ static int64_t first_repeated_key(const jval *root)
     return found;
 }
 
+/* What another format the file is, when it is not a safetensors file (NULL when it may be
+ * one).  The first 8 bytes of a safetensors file are the header length, so its first byte
+ * can be anything: 0x80, the start of a Python pickle, is the low byte of every header
+ * length of 128 mod 256, about one file in 32 since writers pad the header to 8 bytes.  So
+ * a file whose length field is plausible (the header fits in the file and starts with '{',
+ * which neither a pickle nor a zip archive nor a .npy file can give) is always taken for
+ * safetensors, and the other formats are recognised by their full signatures only when it
+ * is not: a pickle by 0x80 and a protocol byte 2 to 5, a zip archive by PK\3\4, a .npy
+ * file by \x93NUMPY. */
+static const char *st_other_format(int fd, int64_t fsize, const unsigned char head[8], uint64_t hlen)
+{
+    if (hlen >= 2 && hlen <= (uint64_t)(fsize - 8)) {
+        unsigned char first;
+        if (dp_read_at(fd, &first, 1, 8) == 0 && first == '{') return NULL;
+    }
+    if (memcmp(head, "\x93NUMPY", 6) == 0)
+        return "it is a NumPy .npy file: read it with torch.load_npy";
+    if (memcmp(head, "PK\x03\x04", 4) == 0)
+        return "it is a zip archive, as PyTorch's torch.save writes by default: dplua cannot read "
+               "PyTorch's pickled checkpoints; save the state_dict with safetensors.torch.save_file instead";
+    if (head[0] == 0x80 && head[1] >= 2 && head[1] <= 5)
+        return "it is a Python pickle, as PyTorch's torch.save writes with _use_new_zipfile_serialization=False: "
+               "dplua cannot read PyTorch's pickled checkpoints; save the state_dict with "
+               "safetensors.torch.save_file instead";
+    return NULL;
+}
+
 int dp_safetensors_load(const char *path, dp_safetensors *out)
 {
     memset(out, 0, sizeof *out);
@@ -221,17 +248,13 @@ int dp_safetensors_load(const char *path, dp_safetensors *out)
                  "8-byte header length", path, (long)fsize);
         return st_fail(out, &root, fd, infos);
     }
-    if (memcmp(head, "\x93NUMPY", 6) == 0) {
-        dp_error("'%s' is a NumPy .npy file, not safetensors (read it with torch.load_npy)", path);
-        return st_fail(out, &root, fd, infos);
-    }
-    if (memcmp(head, "PK\x03\x04", 4) == 0 || head[0] == 0x80) {
-        dp_error("'%s' is not a safetensors file (it looks like a Python pickle or zip archive, "
-                 "as PyTorch's torch.save writes)", path);
-        return st_fail(out, &root, fd, infos);
-    }
     uint64_t hlen = 0;
     for (int k = 7; k >= 0; k--) hlen = (hlen << 8) | head[k];
+    const char *other = st_other_format(fd, fsize, head, hlen);
+    if (other) {
+        dp_error("'%s' is not a safetensors file (%s)", path, other);
+        return st_fail(out, &root, fd, infos);
+    }
     if (hlen > (uint64_t)(fsize - 8)) {
         dp_error("safetensors file '%s': the header length %llu is more than the %ld bytes that follow it "
                  "(truncated, or not a safetensors file)", path, (unsigned long long)hlen, (long)(fsize - 8));

@@ -304,6 +304,9 @@ end
 
 local function to_float32(v) return (string.unpack('f', string.pack('f', v))) end
 
+-- the largest output size along one dim (2^31 - 1, what a 32-bit index reaches)
+local MAX_INTERP_SIZE = 2147483647
+
 -- interpolate(x, {size= | scale_factor=, mode='nearest', align_corners=nil}) of [N, C, L],
 -- [N, C, H, W]: modes 'nearest' and 'linear'/'bilinear'.
 function F.interpolate(x, opts)
@@ -334,13 +337,20 @@ function F.interpolate(x, opts)
       out[i] = select(i, pair(who, 'size', o.size, nsp))
     else
       local sf = type(o.scale_factor) == 'table' and o.scale_factor[i] or o.scale_factor
-      if type(sf) ~= 'number' or sf <= 0 then
-        utils.error(('%s: scale_factor must be a positive number or a table of %d, got %s'):format(who, nsp, tostring(sf)))
+      if type(sf) ~= 'number' or not (sf > 0 and sf < math.huge) then
+        utils.error(('%s: scale_factor must be a finite positive number or a table of %d, got %s')
+          :format(who, nsp, tostring(sf)))
       end
       out[i] = math.floor(n * sf)
       if out[i] < 1 then utils.error(('%s: the output size along dim %d would be %d'):format(who, i + 2, out[i])) end
       if not o.recompute_scale_factor then scales[i] = sf end
     end
+    -- checked before the loops below, which walk every output position
+    if out[i] > MAX_INTERP_SIZE then
+      utils.error(('%s: the output size along dim %d would be %.0f, more than the %d dplua interpolates to')
+        :format(who, i + 2, out[i], MAX_INTERP_SIZE))
+    end
+    out[i] = math.tointeger(out[i])
   end
   local y = x
   for i = 1, nsp do

@@ -248,14 +248,24 @@ local function index_target(who, target, input)
   return target
 end
 
+-- v where keep holds, else 0, with no gradient through the 0s: unlike v * keep, an
+-- infinite v gives no NaN there, and an infinite gradient (a mean over a total weight of
+-- 0) none either: PyTorch gives the ignored targets a gradient of exactly 0
+local function kept(v, keep) return torch.where(keep, v, torch.zeros_like(v)) end
+
 -- the negative log likelihood of rows [M, C] (log-probabilities) at classes t [M]: per row
--- -w[t] * rows[t] (0 where ignored) and the rows' weights w[t] (0 where ignored)
+-- -w[t] * rows[t] (0 where ignored) and the rows' weights w[t] (0 where ignored).  The
+-- entry is picked with gather, not a one-hot product: a -inf log-probability of another
+-- class (log 0) must not turn the loss into NaN, and its gradient goes to that one entry,
+-- as in PyTorch.
 local function picked(rows, t, C, weight, ignore_index)
   local valid = t:ne(ignore_index)
-  local oh = torch.one_hot(unignored(t, ignore_index), C):to(rows.dtype)
-  local w = weight ~= nil and (oh * weight):sum(2) or torch.ones(t:size(1), { dtype = rows.dtype, device = rows.device })
+  local cls = unignored(t, ignore_index)
+  local w = weight ~= nil and weight:index_select(1, cls):to(rows.dtype)
+    or torch.ones(t:size(1), { dtype = rows.dtype, device = rows.device })
   w = w * valid:to(rows.dtype)
-  return -(rows * oh):sum(2) * w, w, valid
+  local l = -rows:gather(2, cls:reshape(-1, 1)):reshape(-1) * w
+  return kept(l, valid), w, valid
 end
 
 local function unrows(l, want) return l:reshape(want) end
@@ -275,7 +285,7 @@ local function nll(who, logp, target, o, smoothing)
   if smoothing == nil or smoothing == 0 then return out end
   -- label smoothing: PyTorch's (1 - s) nll + s / C * (the weighted sum of -logp over classes)
   local smooth = weight ~= nil and -(rows * weight):sum(2) or -rows:sum(2)
-  smooth = smooth * valid:to(rows.dtype)
+  smooth = kept(smooth, valid)
   local ret
   if o.reduction == 'none' then ret = unrows(smooth, want)
   elseif o.reduction == 'sum' then ret = smooth:sum()
@@ -291,7 +301,7 @@ local function fused_masked(fn, who, input, target, o)
   check_classes(who, target:reshape(-1), C, o.ignore_index)
   local valid = target:ne(o.ignore_index)
   local l = fn(input, unignored(target, o.ignore_index), 'none')
-  l = l * valid:reshape(l:size()):to(l.dtype)
+  l = kept(l, valid:reshape(l:size()))
   if o.reduction == 'none' then return l end
   if o.reduction == 'sum' then return l:sum() end
   return l:sum() / valid:sum():to(l.dtype)
@@ -345,7 +355,12 @@ function L.cross_entropy(input, target, opts)
     fail('%s: label_smoothing must be between 0.0 and 1.0. Got: %s', who, tostring(s))
   end
   if is_float(target) then
-    -- class probabilities
+    -- class probabilities: no target is a class to ignore (PyTorch refuses any ignore_index
+    -- but its default)
+    if o.ignore_index ~= -100 then
+      fail('%s: ignore_index is not supported for floating point target (class probabilities), got ignore_index = %s',
+        who, tostring(o.ignore_index))
+    end
     local rows, t, C = as_rows(who, input, target, true)
     local weight = class_weight(who, o.weight, input, C)
     if s > 0 then t = t * (1 - s) + s / C end
