@@ -58,3 +58,63 @@ describe('repeat copies', function()
     close(x2.grad:tolist(), { 3, 5 })
   end)
 end)
+
+describe('nn.Sequential runs every registered child', function()
+  local function model()
+    local s = nn.Sequential(nn.Linear(2, 3))
+    s:add_module('act', nn.ReLU())
+    s:add_module('out', nn.Linear(3, 1))
+    s.extra = nn.Tanh()
+    torch.no_grad(function()
+      s[1].weight:copy_(torch.tensor({ { 1, -2 }, { 0.5, 1 }, { -1, 1 } }))
+      s[1].bias:copy_(torch.tensor({ 0.1, -0.2, 0.3 }))
+      s.out.weight:copy_(torch.tensor({ { 0.3, -0.7, 0.2 } }))
+      s.out.bias:fill_(0.05)
+    end)
+    return s
+  end
+  local x = torch.tensor({ { 1, 2 }, { -1, 0.5 } })
+
+  it('children added by add_module and by assignment run in registration order', function()
+    local s = model()
+    -- PyTorch: the same model; s(x) -> [[-0.8617231], [0.3884727]], len(s) == 4
+    close(s(x):flatten():tolist(), { -0.8617231249809265, 0.38847267627716064 })
+    assert.are.equal(4, #s)
+    local names = {}
+    for k in s:named_parameters() do names[#names + 1] = k end
+    assert.are.same({ '1.weight', '1.bias', 'out.weight', 'out.bias' }, names)
+  end)
+
+  it('indexes by position, counts every child and appends after them', function()
+    local s = model()
+    assert.are.equal(s.act, s[2])
+    assert.are.equal(s.out, s[3])
+    assert.are.equal(s.extra, s[-1])
+    assert.are.equal(s.act, s[-3])
+    assert.is_nil(s[5])
+    s:append(nn.Sigmoid())
+    local kinds = {}
+    for i, m in ipairs(s) do kinds[i] = torch.typename(m) end
+    assert.are.same({ 'nn.Linear', 'nn.ReLU', 'nn.Linear', 'nn.Tanh', 'nn.Sigmoid' }, kinds)
+    local names = {}
+    for k in s:named_children() do names[#names + 1] = k end
+    -- PyTorch's keys: ['0', 'act', 'out', 'extra', '4'], counted from 1 here
+    assert.are.same({ '1', 'act', 'out', 'extra', '5' }, names)
+    close(s(x):flatten():tolist(), { 0.29697945713996887, 0.5959149599075317 })
+    assert.has_error(function() s:insert(1, nn.ReLU()) end)
+  end)
+
+  it('ModuleList and ModuleDict count children added by add_module', function()
+    local ml = nn.ModuleList({ nn.ReLU() })
+    ml:add_module('x', nn.Tanh())
+    assert.are.equal(2, #ml)            -- PyTorch: len(ml) == 2
+    ml:append(nn.Sigmoid())
+    local names = {}
+    for k in ml:named_children() do names[#names + 1] = k end
+    assert.are.same({ '1', 'x', '3' }, names)   -- PyTorch: ['0', 'x', '2']
+    local md = nn.ModuleDict()
+    md:add_module('a', nn.ReLU())
+    assert.are.equal(1, #md)
+    assert.are.same({ 'a' }, md:keys())
+  end)
+end)
