@@ -118,3 +118,48 @@ describe('nn.Sequential runs every registered child', function()
     assert.are.same({ 'a' }, md:keys())
   end)
 end)
+
+describe('0-dim tensors compared with numbers', function()
+  it('give Lua booleans for <, <=, > and >= on either side', function()
+    local loss = torch.tensor(0.25, { requires_grad = true }) * 2
+    local best = 1.0
+    -- PyTorch: loss < best True, best > loss True, loss <= 0.5 True, 0.5 >= loss True, loss >= 0.6 False
+    assert.are.equal(true, loss < best)
+    assert.are.equal(true, best > loss)
+    assert.are.equal(true, loss <= 0.5)
+    assert.are.equal(true, 0.5 >= loss)
+    assert.are.equal(false, loss >= 0.6)
+    assert.are.equal(false, loss < loss)
+    assert.are.equal(true, torch.tensor({ 1 }) < 3)
+    assert.are.equal(false, torch.tensor(0 / 0) < 1)   -- NaN compares false
+  end)
+
+  it('refuse a tensor of several elements, as PyTorch bool() does', function()
+    assert.has_error(function() return torch.ones(2) < 3 end,
+      'a < b: the comparison has shape [2], and a tensor with 2 elements has no single truth value (use torch.lt for the element-wise result, then :all() or :any())')
+  end)
+end)
+
+describe('t % n', function()
+  it('is the remainder with the divisor\'s sign, as PyTorch', function()
+    -- PyTorch: tensor([-3,3,5]) % 2 -> [1,1,1]; tensor([-3.5,2.5]) % -2 -> [-1.5,-1.5];
+    -- 5 % tensor([3,-3]) -> [2,-1]; tensor([-3,3]) % tensor([2,-2]) -> [1,-1]; % 2.5 -> [2.0, 0.5]
+    assert.are.same({ 1, 1, 1 }, (torch.tensor({ -3, 3, 5 }) % 2):tolist())
+    close((torch.tensor({ -3.5, 2.5 }) % -2):tolist(), { -1.5, -1.5 })
+    assert.are.same({ 2, -1 }, (5 % torch.tensor({ 3, -3 })):tolist())
+    assert.are.same({ 1, -1 }, (torch.tensor({ -3, 3 }) % torch.tensor({ 2, -2 })):tolist())
+    close((torch.tensor({ -3, 3 }) % 2.5):tolist(), { 2.0, 0.5 })
+    local x = torch.tensor({ -3.5, 2.5, 7.0 }, { requires_grad = true })
+    local y = x % 2
+    y:sum():backward()
+    close(y:tolist(), { 0.5, 0.5, 1.0 })
+    close(x.grad:tolist(), { 1, 1, 1 })
+  end)
+
+  it('refuses an integer remainder by zero (PyTorch: ZeroDivisionError); floats give nan', function()
+    assert.has_error(function() return torch.tensor({ -3, 3 }) % 0 end)
+    assert.has_error(function() return torch.tensor({ -3, 3 }) % torch.tensor({ 1, 0 }) end)
+    local r = (torch.tensor({ -3.0, 3.0 }) % 0):tolist()
+    assert.is_true(r[1] ~= r[1] and r[2] ~= r[2])
+  end)
+end)
