@@ -143,7 +143,11 @@ int lt_index_get(lua_State *L, dp_tensor *t)
         dp_tensor **slot = lt_newslot(L);
         return lt_done(L, *slot = dp_index(k.view, k.n, k.ix, 1));
     }
-    if (k.numbers_only && k.view->ndim == 0 && t->ndim > 0) {   /* an element, as t[i] on a 1-D tensor */
+    /* an element, as t[i] on a 1-D tensor: a number, or the 0-dim view (the last select,
+       on top of the stack) when t requires grad */
+    if (k.numbers_only && k.view->ndim == 0 && t->ndim > 0) {
+        if (lt_element_as_tensor(t))
+            return 1;
         char elem[8];
         dp_dtype hdt = dp_dtype_is_float(t->dtype) ? DP_FLOAT64 : t->dtype;
         if (dp_to_host(k.view, elem, hdt, 1) != 0)

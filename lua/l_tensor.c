@@ -194,7 +194,16 @@ static int node_eq(lua_State *L)
 
 /* ------------------------------------------------------------------ indexing */
 
-/* t[i]: a view, or on a 1-D tensor the element as a Lua value */
+/* Whether an element of t is read as a 0-dim tensor rather than a Lua number: when t
+   requires grad (or has a history) and grad mode is on, so the element carries its history
+   into what is computed from it and no gradient is lost silently. */
+bool lt_element_as_tensor(const dp_tensor *t)
+{
+    return (t->requires_grad || t->grad_fn) && dp_grad_enabled();
+}
+
+/* t[i]: a view, or on a 1-D tensor the element as a Lua value (a 0-dim tensor when t
+   requires grad with grad mode on, see lt_element_as_tensor) */
 static int index_get(lua_State *L, dp_tensor *t)
 {
     if (!lua_isnumber(L, 2))
@@ -202,13 +211,14 @@ static int index_get(lua_State *L, dp_tensor *t)
     if (t->ndim == 0)
         return luaL_error(L, "cannot index a 0-d tensor (use item())");
     int64_t i = lt_checkposition(L, 2, t, 0);
-    if (t->ndim == 1 && t->device.type == DP_DEVICE_CPU) { /* CPU ops finish before returning */
+    bool as_tensor = lt_element_as_tensor(t);
+    if (t->ndim == 1 && !as_tensor && t->device.type == DP_DEVICE_CPU) { /* CPU ops finish before returning */
         lt_pushelement(L, t->dtype, (const char *)dp_data(t) + i * t->strides[0] * (int64_t)dp_dtype_size(t->dtype));
         return 1;
     }
     dp_tensor **slot = lt_newslot(L);
     lt_done(L, *slot = dp_select(t, 0, i));
-    if (t->ndim > 1)
+    if (t->ndim > 1 || as_tensor)
         return 1;
     char elem[8];
     dp_dtype hdt = dp_dtype_is_float(t->dtype) ? DP_FLOAT64 : t->dtype;
