@@ -194,3 +194,43 @@ describe('element access under autograd', function()
     end)
   end)
 end)
+
+describe('torch.distributed ReduceOp', function()
+  local shell = dofile('spec/helpers/shell.lua')
+
+  it('PRODUCT multiplies and a missing op name is an error, on a world of 1', function()
+    -- a process of its own, as MPI is initialised once per process
+    local script = shell.write(os.tmpname(), [[
+      local dist = require 'torch.distributed'
+      dist.init_process_group { backend = 'mpi' }
+      local t = torch.tensor({ 2.5, -3 })
+      dist.all_reduce(t, dist.ReduceOp.PRODUCT)
+      print('product', table.concat(t:tolist(), ' '))
+      local i = torch.tensor({ 6, 5 })
+      dist.all_reduce(i, dist.ReduceOp.BXOR)
+      print('bxor', table.concat(i:tolist(), ' '))
+      print('prod', select(2, pcall(function() return dist.ReduceOp.PROD end)))
+      print('band', select(2, pcall(dist.all_reduce, t, dist.ReduceOp.BAND)))
+      print('bogus', select(2, pcall(dist.all_reduce, t, 'bogus')))
+      dist.destroy_process_group()
+    ]])
+    local out, err, code = shell.run(shell.q(shell.bin) .. ' ' .. shell.q(script))
+    os.remove(script)
+    assert.are.equal(0, code, err)
+    assert.truthy(out:find('product\t2.5 -3.0', 1, true), out)
+    assert.truthy(out:find('bxor\t6 5', 1, true), out)
+    assert.truthy(out:find('prod\t[^\n]*torch.distributed.ReduceOp has no op PROD'), out)
+    assert.truthy(out:find("band\t[^\n]*op 'band' takes integer or bool tensors, got a float32 tensor"), out)
+    assert.truthy(out:find("bogus\t[^\n]*unknown op 'bogus'"), out)
+  end)
+
+  it('knows PyTorch\'s op names', function()
+    local dist = require 'torch.distributed'
+    assert.are.equal('product', dist.ReduceOp.PRODUCT)
+    for _, k in ipairs { 'SUM', 'AVG', 'MIN', 'MAX', 'BAND', 'BOR', 'BXOR' } do
+      assert.are.equal(k:lower(), dist.ReduceOp[k])
+    end
+    assert.has_error(function() return dist.ReduceOp.PROD end,
+      'torch.distributed.ReduceOp has no op PROD (its ops: SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR)')
+  end)
+end)
