@@ -234,3 +234,63 @@ describe('torch.distributed ReduceOp', function()
       'torch.distributed.ReduceOp has no op PROD (its ops: SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR)')
   end)
 end)
+
+describe('tied parameters', function()
+  local Tied, parent = torch.class('surface_spec.Tied', 'nn.Module')
+  function Tied:__init()
+    parent.__init(self)
+    self.wte = nn.Embedding(5, 3)
+    self.lm_head = nn.Linear(3, 5, { bias = false })
+    self.wte.weight = self.lm_head.weight
+  end
+
+  local function keys(sd)
+    local out = {}
+    for k in pairs(sd) do out[#out + 1] = k end
+    table.sort(out)
+    return out
+  end
+
+  it('state_dict lists every name of a tied tensor; named_parameters lists it once', function()
+    local m = Tied()
+    local sd = m:state_dict()
+    -- PyTorch: ['wte.weight', 'lm_head.weight'], the same storage; named_parameters: ['wte.weight']
+    assert.are.same({ 'lm_head.weight', 'wte.weight' }, keys(sd))
+    sd['wte.weight'][1][1] = 42
+    assert.are.equal(42, sd['lm_head.weight'][1][1])
+    local names = {}
+    for k in m:named_parameters() do names[#names + 1] = k end
+    assert.are.same({ 'wte.weight' }, names)
+    assert.are.equal(1, #m:parameters())
+    -- a module shared by two parents: PyTorch ['0.weight', '0.bias', '1.weight', '1.bias']
+    local l = nn.Linear(2, 2)
+    assert.are.same({ '1.bias', '1.weight', '2.bias', '2.weight' }, keys(nn.Sequential(l, l):state_dict()))
+  end)
+
+  it('load_state_dict takes both keys, strictly, and keeps the tie', function()
+    local m = Tied()
+    local res = m:load_state_dict({ ['wte.weight'] = torch.ones(5, 3), ['lm_head.weight'] = torch.full({ 5, 3 }, 2.0) })
+    assert.are.same({}, res.missing_keys)
+    assert.are.same({}, res.unexpected_keys)
+    assert.is_true(rawequal(m.wte.weight, m.lm_head.weight))
+    -- PyTorch: the last in registration order wins -> 2.0
+    assert.are.equal(2, m.wte.weight:sum():item() / 15)
+    -- PyTorch: Missing key(s) in state_dict: "lm_head.weight".
+    assert.has_error(function() m:load_state_dict({ ['wte.weight'] = torch.ones(5, 3) }) end,
+      'Error(s) in loading state_dict for Tied:\n\tMissing key(s) in state_dict: "lm_head.weight".')
+  end)
+
+  it('survives a save and load round trip', function()
+    local m = Tied()
+    local path = os.tmpname()
+    torch.save(path, m)
+    local loaded = torch.load(path)
+    os.remove(path)
+    assert.are.same({ 'lm_head.weight', 'wte.weight' }, keys(loaded))
+    local m2 = Tied()
+    m2:load_state_dict(loaded)
+    assert.is_true(rawequal(m2.wte.weight, m2.lm_head.weight))
+    assert.is_true(torch.equal(m2.lm_head.weight, m.lm_head.weight))
+    assert.are.equal(1, #m2:parameters())
+  end)
+end)
