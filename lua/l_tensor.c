@@ -110,14 +110,26 @@ static int f_dtype(lua_State *L) { lua_pushstring(L, dp_dtype_name(lt_check(L, 1
 static int f_requires_grad(lua_State *L) { lua_pushboolean(L, lt_check(L, 1)->requires_grad); return 1; }
 static int f_is_leaf(lua_State *L) { lua_pushboolean(L, lt_check(L, 1)->grad_fn == NULL); return 1; }
 
+/* t.grad: a leaf's, or what backward kept for a non-leaf after t:retain_grad() */
 static int f_grad(lua_State *L)
 {
     dp_tensor *t = lt_check(L, 1);
-    if (!t->grad)
+    dp_tensor *g = t->grad ? t->grad : dp_retained_grad(t);
+    if (!g)
         return 0;
-    dp_tensor_retain(t->grad);
-    lt_push(L, t->grad);
+    dp_tensor_retain(g);
+    lt_push(L, g);
     return 1;
+}
+
+static int f_retains_grad(lua_State *L) { lua_pushboolean(L, dp_retains_grad(lt_check(L, 1))); return 1; }
+
+/* t:retain_grad(): t.grad is filled by backward for a non-leaf too, as PyTorch's */
+static int m_retain_grad(lua_State *L)
+{
+    if (dp_retain_grad(lt_check(L, 1)) != 0)
+        return lt_raise(L);
+    return 0;
 }
 
 static int f_grad_fn(lua_State *L)
@@ -156,6 +168,7 @@ static int f_mT(lua_State *L)
 static const luaL_Reg tensor_fields[] = {
     { "is_cuda", f_is_cuda }, { "device", f_device }, { "dtype", f_dtype }, { "shape", t_size },
     { "requires_grad", f_requires_grad }, { "grad", f_grad }, { "grad_fn", f_grad_fn },
+    { "retains_grad", f_retains_grad },
     { "is_leaf", f_is_leaf }, { "ndim", t_dim }, { "data", f_data }, { "T", f_T }, { "mT", f_mT },
     { NULL, NULL }
 };
@@ -351,7 +364,7 @@ const luaL_Reg lt_tensor_functions[] = { { "numel", t_numel }, { NULL, NULL } };
 
 const luaL_Reg lt_tensor_methods[] = {
     { "size", t_size }, { "dim", t_dim }, { "nelement", t_numel }, { "is_contiguous", t_is_contiguous },
-    { "stride", t_stride }, { "backward", t_backward }, { "requires_grad_", t_requires_grad_ },
+    { "stride", t_stride }, { "backward", t_backward }, { "retain_grad", m_retain_grad }, { "requires_grad_", t_requires_grad_ },
     { "_version", t_version }, { "data_ptr", t_data_ptr }, { "storage_offset", t_storage_offset },
     { NULL, NULL }
 };

@@ -294,3 +294,29 @@ describe('tied parameters', function()
     assert.are.equal(1, #m2:parameters())
   end)
 end)
+
+describe('errors that used to stop PyTorch programs', function()
+  it('retain_grad fills a non-leaf .grad', function()
+    local x = torch.ones(3, { requires_grad = true })
+    local y = x * 2
+    y:retain_grad()
+    assert.is_true(y.retains_grad)
+    assert.is_false(x.retains_grad)
+    ;(y * y):sum():backward()
+    -- PyTorch: y.grad [4, 4, 4], x.grad [8, 8, 8]
+    assert.are.same({ 4, 4, 4 }, y.grad:tolist())
+    assert.are.same({ 8, 8, 8 }, x.grad:tolist())
+    assert.is_nil((x * 3).grad)
+    -- accumulates over passes: PyTorch h.grad [2, 2], w.grad [4, 8]
+    local w = torch.tensor({ 1.0, 2.0 }, { requires_grad = true })
+    local h = w * w
+    h:retain_grad()
+    h:sum():backward({ retain_graph = true })
+    h:sum():backward()
+    assert.are.same({ 2, 2 }, h.grad:tolist())
+    assert.are.same({ 4, 8 }, w.grad:tolist())
+    x:retain_grad()   -- a leaf: nothing to do
+    assert.has_error(function() torch.zeros(3):retain_grad() end,
+      "can't retain_grad on Tensor that has requires_grad=False")
+  end)
+end)
