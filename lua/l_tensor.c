@@ -255,6 +255,8 @@ static int index_set(lua_State *L, dp_tensor *t)
                           luaL_typename(L, 3));
     dp_tensor **slot = lt_newslot(L);
     lt_done(L, *slot = dp_select(t, 0, i));
+    if (src)
+        src = lt_drop_leading_ones(L, src, (*slot)->ndim);
     int rc = src ? dp_copy_(*slot, src) : dp_fill_(*slot, lt_checkscalar(L, 3));
     return rc == 0 ? 0 : lt_raise(L);
 }
