@@ -378,12 +378,20 @@ function Module:load_state_dict(sd, opts)
   for _, name in ipairs(names) do
     if sd[name] == nil then missing[#missing + 1] = name end
   end
+  -- a 1-D value for a 0-dim tensor gives its first element, as PyTorch's loading of old
+  -- checkpoints (num_batches_tracked saved with shape [1])
+  local values = {}
+  for _, name in ipairs(names) do
+    local v = sd[name]
+    if torch.is_tensor(v) and own[name]:dim() == 0 and v:dim() == 1 and v:numel() >= 1 then v = v:select(1, 1) end
+    values[name] = v
+  end
   for name, v in pairs(sd) do
     if own[name] == nil then unexpected[#unexpected + 1] = tostring(name) end
   end
   table.sort(unexpected)
   for _, name in ipairs(names) do
-    local v, t = sd[name], own[name]
+    local v, t = values[name], own[name]
     if v ~= nil then
       if not torch.is_tensor(v) then
         problems[#problems + 1] = ('value for %s is a %s, not a tensor'):format(name, type(v))
@@ -411,7 +419,7 @@ function Module:load_state_dict(sd, opts)
   end
   torch.no_grad(function()
     for _, name in ipairs(names) do
-      if sd[name] ~= nil then own[name]:copy_(sd[name]) end
+      if values[name] ~= nil then own[name]:copy_(values[name]) end
     end
   end)
   return { missing_keys = missing, unexpected_keys = unexpected }
