@@ -319,4 +319,44 @@ describe('errors that used to stop PyTorch programs', function()
     assert.has_error(function() torch.zeros(3):retain_grad() end,
       "can't retain_grad on Tensor that has requires_grad=False")
   end)
+
+  it('load_state_dict takes a [1]-shaped value for a 0-dim buffer', function()
+    local bn = nn.BatchNorm1d(3)
+    local sd = bn:state_dict()
+    sd.num_batches_tracked = torch.tensor({ 5 })
+    local res = bn:load_state_dict(sd)
+    -- PyTorch: <All keys matched successfully>, bn.num_batches_tracked tensor(5)
+    assert.are.same({}, res.missing_keys)
+    assert.are.equal(0, bn.num_batches_tracked:dim())
+    assert.are.equal(5, bn.num_batches_tracked:item())
+    sd.num_batches_tracked = torch.tensor({ { 5 } })
+    assert.has_error(function() bn:load_state_dict(sd) end)   -- PyTorch: size mismatch
+  end)
+
+  it('assignment drops the value\'s leading size-1 dims', function()
+    local l = torch.zeros(2, 4)
+    l[1] = torch.ones(1, 4)
+    l[2] = torch.ones(1, 1, 4) * 2
+    l[{ {}, { 2, 3 } }] = torch.ones(1, 2, 2) * 5
+    -- PyTorch: l[0] = ones(1,4); l[1] = ones(1,1,4)*2; l[:,1:3] = ones(1,2,2)*5
+    assert.are.same({ { 1, 5, 5, 1 }, { 2, 5, 5, 2 } }, l:tolist())
+    assert.has_error(function() l[1] = torch.ones(2, 4) end)
+  end)
+
+  it('torch.load takes map_location as a device, a name, a table or a function', function()
+    local path = os.tmpname()
+    torch.save(path, { a = torch.ones(2) })
+    assert.are.equal('cpu', tostring(torch.load(path, { map_location = 'cpu' }).a.device))
+    assert.are.same({ 1, 1 }, torch.load(path, { map_location = torch.device('cpu') }).a:tolist())
+    assert.are.same({ 1, 1 }, torch.load(path, 'cpu').a:tolist())
+    assert.are.same({ 1, 1 }, torch.load(path, { map_location = { ['cuda:0'] = 'cpu' } }).a:tolist())
+    local seen
+    local got = torch.load(path, { map_location = function(t, loc) seen = loc; return t * 2 end })
+    assert.are.equal('cpu', seen)
+    assert.are.same({ 2, 2 }, got.a:tolist())
+    assert.are.same({ 1, 1 }, torch.load(path, { map_location = function() end }).a:tolist())
+    assert.has_error(function() torch.load(path, { map_location = 3 }) end)
+    assert.has_error(function() torch.load(path, { map_locaton = 'cpu' }) end)
+    os.remove(path)
+  end)
 end)
