@@ -54,13 +54,16 @@ static int nccl_type(dp_dtype dtype, ncclDataType_t *out)
 
 static int nccl_op(dp_dist_op op, dp_dtype dtype, ncclRedOp_t *out)
 {
-    if (dtype == DP_BOOL) {   /* bools: sum and max are "or", min is "and" */
+    if (dtype == DP_BOOL) {   /* bools: sum and max are "or", min and product are "and" */
         if (op == DP_DIST_AVG) return dp_cuda_error("NCCL: op 'avg' is not defined for bool tensors");
-        *out = op == DP_DIST_MIN ? ncclMin : ncclMax;
-        return 0;
+        if (op == DP_DIST_SUM || op == DP_DIST_MAX || op == DP_DIST_MIN || op == DP_DIST_PRODUCT) {
+            *out = op == DP_DIST_MIN || op == DP_DIST_PRODUCT ? ncclMin : ncclMax;
+            return 0;
+        }
     }
     switch (op) {
     case DP_DIST_SUM: *out = ncclSum; return 0;
+    case DP_DIST_PRODUCT: *out = ncclProd; return 0;
     case DP_DIST_AVG: *out = ncclAvg; return 0;   /* integers: truncated, as NCCL does */
     case DP_DIST_MAX: *out = ncclMax; return 0;
     case DP_DIST_MIN: *out = ncclMin; return 0;

@@ -54,12 +54,14 @@ static int d_side_stream_use(lua_State *L) {
 }
 
 static dp_dist_op check_op(lua_State *L, int idx) {
-    static const char *const names[] = { "sum", "avg", "max", "min", NULL };
+    /* in dp_dist_op's order */
+    static const char *const names[] = { "sum", "avg", "max", "min", "product", "band", "bor", "bxor", NULL };
     if (lua_isnoneornil(L, idx)) return DP_DIST_SUM;
     const char *s = lua_tostring(L, idx);
     for (int i = 0; s && names[i]; i++)
         if (strcasecmp(s, names[i]) == 0) return (dp_dist_op)i;   /* 'SUM' too, as before */
-    luaL_error(L, "torch.distributed.all_reduce: unknown op %s%s%s (expected 'sum', 'avg', 'max' or 'min')",
+    luaL_error(L, "torch.distributed.all_reduce: unknown op %s%s%s (expected 'sum', 'avg', 'max', 'min', "
+                  "'product', 'band', 'bor' or 'bxor')",
                s ? "'" : "", s ? s : luaL_typename(L, idx), s ? "'" : "");
     return DP_DIST_SUM;
 }

@@ -143,7 +143,11 @@ int lt_index_get(lua_State *L, dp_tensor *t)
         dp_tensor **slot = lt_newslot(L);
         return lt_done(L, *slot = dp_index(k.view, k.n, k.ix, 1));
     }
-    if (k.numbers_only && k.view->ndim == 0 && t->ndim > 0) {   /* an element, as t[i] on a 1-D tensor */
+    /* an element, as t[i] on a 1-D tensor: a number, or the 0-dim view (the last select,
+       on top of the stack) when t requires grad */
+    if (k.numbers_only && k.view->ndim == 0 && t->ndim > 0) {
+        if (lt_element_as_tensor(t))
+            return 1;
         char elem[8];
         dp_dtype hdt = dp_dtype_is_float(t->dtype) ? DP_FLOAT64 : t->dtype;
         if (dp_to_host(k.view, elem, hdt, 1) != 0)
@@ -177,6 +181,15 @@ static void same_dtype(lua_State *L, const char *what, dp_tensor *t, dp_tensor *
                    dp_dtype_name(v->dtype));
 }
 
+/* PyTorch's assignment rule: a value with more dims than the destination loses its leading
+   size-1 dims (logits[i] = v with v of shape [1, 27] into a row of 27); pushes the view. */
+dp_tensor *lt_drop_leading_ones(lua_State *L, dp_tensor *src, int ndim)
+{
+    while (src->ndim > ndim && src->sizes[0] == 1)
+        src = push_view(L, dp_select(src, 0, 0));
+    return src;
+}
+
 /* t[key] = value for a table or tensor key */
 int lt_index_set(lua_State *L, dp_tensor *t)
 {
@@ -190,6 +203,8 @@ int lt_index_set(lua_State *L, dp_tensor *t)
     dp_tensor *src = lt_test(L, 3);
     if (!src && !lua_isnumber(L, 3) && !lua_isboolean(L, 3))
         return luaL_error(L, "t[index] = value: value must be a number, boolean or tensor, got %s", luaL_typename(L, 3));
+    if (src)
+        src = lt_drop_leading_ones(L, src, k.view->ndim);
     int rc = src ? dp_copy_(k.view, src) : dp_fill_(k.view, lt_checkscalar(L, 3));
     return rc == 0 ? 0 : lt_raise(L);
 }

@@ -438,10 +438,63 @@ const luaL_Reg lt_op_functions[] = { { "where", o_where }, { "_polygamma", o_pol
 
 static int m_add(lua_State *L) { return binary(L, DP_ADD, 1, 2); }
 static int m_sub(lua_State *L) { return binary(L, DP_SUB, 1, 2); }
+/* a % b: PyTorch's remainder, whose result takes the divisor's sign (Python's %); an
+   integer remainder by zero is an error, as PyTorch's ZeroDivisionError */
+static int m_mod(lua_State *L)
+{
+    lua_settop(L, 2);
+    dp_tensor *a = lt_test(L, 1), *b = lt_test(L, 2);
+    bool a_int = a ? !dp_dtype_is_float(a->dtype) : lua_isinteger(L, 1);
+    bool b_int = b ? !dp_dtype_is_float(b->dtype) : lua_isinteger(L, 2);
+    if (a_int && b_int) {
+        bool zero = false;
+        if (!b) {
+            zero = lua_tointeger(L, 2) == 0;
+        } else {
+            dp_tensor **eq = lt_newslot(L);
+            lt_done(L, *eq = dp_binary_scalar(DP_EQ, b, 0, false));
+            dp_tensor **any = lt_newslot(L);
+            lt_done(L, *any = dp_reduce(DP_MAX, *eq, -1, false, NULL));
+            double x = 0;
+            if (dp_numel(*eq) > 0 && dp_to_host(*any, &x, DP_FLOAT64, 1) != 0)
+                return lt_raise(L);
+            zero = x != 0;
+            lua_settop(L, 2);
+        }
+        if (zero)
+            return luaL_error(L, "a %% b: integer remainder by zero (the divisor holds a 0)");
+    }
+    return binary(L, DP_REMAINDER, 1, 2);
+}
+
+/* a < b, a <= b (and so a > b, a >= b) with a tensor on either side: a Lua boolean, as
+   PyTorch's bool(a < b) in an if; Lua calls these for a number and a tensor too.  Only a
+   one-element result has a truth value. */
+static int compare(lua_State *L, dp_binary_op op, const char *sym)
+{
+    lua_settop(L, 2);
+    binary(L, op, 1, 2);
+    dp_tensor *r = lt_check(L, -1);
+    if (dp_numel(r) != 1) {
+        char shape[64];
+        return luaL_error(L, "a %s b: the comparison has shape %s, and a tensor with %I elements has no single "
+                             "truth value (use torch.%s for the element-wise result, then :all() or :any())",
+                          sym, dp_shape_str(r->ndim, r->sizes, shape, sizeof shape), (lua_Integer)dp_numel(r),
+                          op == DP_LT ? "lt" : "le");
+    }
+    double x;
+    if (dp_to_host(r, &x, DP_FLOAT64, 1) != 0)
+        return lt_raise(L);
+    lua_pushboolean(L, x != 0);
+    return 1;
+}
+static int m_lt(lua_State *L) { return compare(L, DP_LT, "<"); }
+static int m_le(lua_State *L) { return compare(L, DP_LE, "<="); }
 
 const luaL_Reg lt_math_metamethods[] = {
     { "__add", m_add }, { "__sub", m_sub }, { "__mul", o_mul }, { "__div", o_div },
-    { "__pow", o_pow }, { "__unm", o_unm }, { NULL, NULL }
+    { "__pow", o_pow }, { "__unm", o_unm }, { "__mod", m_mod }, { "__lt", m_lt }, { "__le", m_le },
+    { NULL, NULL }
 };
 
 const luaL_Reg lt_math_functions[] = {

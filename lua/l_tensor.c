@@ -110,14 +110,26 @@ static int f_dtype(lua_State *L) { lua_pushstring(L, dp_dtype_name(lt_check(L, 1
 static int f_requires_grad(lua_State *L) { lua_pushboolean(L, lt_check(L, 1)->requires_grad); return 1; }
 static int f_is_leaf(lua_State *L) { lua_pushboolean(L, lt_check(L, 1)->grad_fn == NULL); return 1; }
 
+/* t.grad: a leaf's, or what backward kept for a non-leaf after t:retain_grad() */
 static int f_grad(lua_State *L)
 {
     dp_tensor *t = lt_check(L, 1);
-    if (!t->grad)
+    dp_tensor *g = t->grad ? t->grad : dp_retained_grad(t);
+    if (!g)
         return 0;
-    dp_tensor_retain(t->grad);
-    lt_push(L, t->grad);
+    dp_tensor_retain(g);
+    lt_push(L, g);
     return 1;
+}
+
+static int f_retains_grad(lua_State *L) { lua_pushboolean(L, dp_retains_grad(lt_check(L, 1))); return 1; }
+
+/* t:retain_grad(): t.grad is filled by backward for a non-leaf too, as PyTorch's */
+static int m_retain_grad(lua_State *L)
+{
+    if (dp_retain_grad(lt_check(L, 1)) != 0)
+        return lt_raise(L);
+    return 0;
 }
 
 static int f_grad_fn(lua_State *L)
@@ -156,6 +168,7 @@ static int f_mT(lua_State *L)
 static const luaL_Reg tensor_fields[] = {
     { "is_cuda", f_is_cuda }, { "device", f_device }, { "dtype", f_dtype }, { "shape", t_size },
     { "requires_grad", f_requires_grad }, { "grad", f_grad }, { "grad_fn", f_grad_fn },
+    { "retains_grad", f_retains_grad },
     { "is_leaf", f_is_leaf }, { "ndim", t_dim }, { "data", f_data }, { "T", f_T }, { "mT", f_mT },
     { NULL, NULL }
 };
@@ -194,7 +207,16 @@ static int node_eq(lua_State *L)
 
 /* ------------------------------------------------------------------ indexing */
 
-/* t[i]: a view, or on a 1-D tensor the element as a Lua value */
+/* Whether an element of t is read as a 0-dim tensor rather than a Lua number: when t
+   requires grad (or has a history) and grad mode is on, so the element carries its history
+   into what is computed from it and no gradient is lost silently. */
+bool lt_element_as_tensor(const dp_tensor *t)
+{
+    return (t->requires_grad || t->grad_fn) && dp_grad_enabled();
+}
+
+/* t[i]: a view, or on a 1-D tensor the element as a Lua value (a 0-dim tensor when t
+   requires grad with grad mode on, see lt_element_as_tensor) */
 static int index_get(lua_State *L, dp_tensor *t)
 {
     if (!lua_isnumber(L, 2))
@@ -202,13 +224,14 @@ static int index_get(lua_State *L, dp_tensor *t)
     if (t->ndim == 0)
         return luaL_error(L, "cannot index a 0-d tensor (use item())");
     int64_t i = lt_checkposition(L, 2, t, 0);
-    if (t->ndim == 1 && t->device.type == DP_DEVICE_CPU) { /* CPU ops finish before returning */
+    bool as_tensor = lt_element_as_tensor(t);
+    if (t->ndim == 1 && !as_tensor && t->device.type == DP_DEVICE_CPU) { /* CPU ops finish before returning */
         lt_pushelement(L, t->dtype, (const char *)dp_data(t) + i * t->strides[0] * (int64_t)dp_dtype_size(t->dtype));
         return 1;
     }
     dp_tensor **slot = lt_newslot(L);
     lt_done(L, *slot = dp_select(t, 0, i));
-    if (t->ndim > 1)
+    if (t->ndim > 1 || as_tensor)
         return 1;
     char elem[8];
     dp_dtype hdt = dp_dtype_is_float(t->dtype) ? DP_FLOAT64 : t->dtype;
@@ -232,6 +255,8 @@ static int index_set(lua_State *L, dp_tensor *t)
                           luaL_typename(L, 3));
     dp_tensor **slot = lt_newslot(L);
     lt_done(L, *slot = dp_select(t, 0, i));
+    if (src)
+        src = lt_drop_leading_ones(L, src, (*slot)->ndim);
     int rc = src ? dp_copy_(*slot, src) : dp_fill_(*slot, lt_checkscalar(L, 3));
     return rc == 0 ? 0 : lt_raise(L);
 }
@@ -341,7 +366,7 @@ const luaL_Reg lt_tensor_functions[] = { { "numel", t_numel }, { NULL, NULL } };
 
 const luaL_Reg lt_tensor_methods[] = {
     { "size", t_size }, { "dim", t_dim }, { "nelement", t_numel }, { "is_contiguous", t_is_contiguous },
-    { "stride", t_stride }, { "backward", t_backward }, { "requires_grad_", t_requires_grad_ },
+    { "stride", t_stride }, { "backward", t_backward }, { "retain_grad", m_retain_grad }, { "requires_grad_", t_requires_grad_ },
     { "_version", t_version }, { "data_ptr", t_data_ptr }, { "storage_offset", t_storage_offset },
     { NULL, NULL }
 };

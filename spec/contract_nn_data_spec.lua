@@ -4,7 +4,7 @@ local torch, nn, optim = require('torch'), require('nn'), require('optim')
 local data = torch.data
 
 local function close(t, ref, tol)
-  local v = t:contiguous():view(-1)
+  local v = t:detach():contiguous():view(-1)   -- numbers: a parameter's elements are 0-dim tensors
   assert.are.equal(#ref, v:numel())
   for i = 1, #ref do
     local got = v[i]
@@ -104,7 +104,7 @@ ContractPrinted(
     assert.is_false(t.requires_grad)
     assert.is_true(p.requires_grad)
     t:fill_(3)
-    assert.are.equal(3, p[1])
+    assert.are.equal(3, p[1]:item())   -- p requires grad: p[1] is a 0-dim tensor
   end)
 
   it('a registered module or parameter field given a number is refused, naming the field', function()

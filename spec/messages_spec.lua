@@ -71,7 +71,7 @@ describe('messages for common slips', function()
       { function() optim.SGD(p, { lr = 0.1, momentun = 0.9 }) end, 'the options are dampening, lr, maximize, momentum' },
       { function() optim.Adam(p, { betas2 = 1 }) end, 'amsgrad, betas, eps' },
       { function() torch.data.DataLoader(torch.data.TensorDataset(torch.zeros(4)), { batchsize = 2 }) end, 'batch_size' },
-      { function() torch.load('x.safetensors', { map_location = 'cpu' }) end, 'torch.load takes no options' },
+      { function() torch.load('x.safetensors', { map_locaton = 'cpu' }) end, "torch.load: unknown option map_locaton = 'cpu' (the options are map_location)" },
       { function() torch.load_npy('x.npy', { map_location = 'cpu' }) end, 'torch.load_npy takes no options' },
     }) do
       expect_error(case[1], case[2])

@@ -128,7 +128,7 @@ Sequential(
     assert.is_true(p0.requires_grad and p0.is_leaf)
     assert.is_false(t.requires_grad)
     t:fill_(3)
-    assert.are.equal(3, p0[1])
+    assert.are.equal(3, p0[1]:item())   -- a parameter: p0[1] is a 0-dim tensor
     assert.is_false(nn.Parameter(torch.zeros(2), false).requires_grad)
     local y = torch.ones(2, { requires_grad = true }) * 2
     local p = nn.Parameter(y)

@@ -109,6 +109,7 @@ void dp_node_release(dp_node *n)
         node_free_saved(x);
         if (x->user_free) x->user_free(x->user);
         dp_tensor_release(x->grad_acc);
+        dp_tensor_release(x->retained_grad);
         for (int i = 0; i < x->n_inputs; i++) {
             dp_tensor_release(x->in[i].leaf);
             dp_node *c = x->in[i].fn;
@@ -234,6 +235,32 @@ static int capture_node(const capture *c, dp_node *x, dp_tensor *g)
 
 static int run_backward(dp_tensor *root, dp_tensor *grad, bool retain_graph, bool create_graph, const capture *want);
 
+/* t:retain_grad(): a non-leaf's .grad is the gradient that reached its node, accumulated
+ * over backward passes as a leaf's (a copy of its own, never the engine's buffer) */
+static int retain_node_grad(dp_node *x, dp_tensor *g)
+{
+    if (x->retained_grad && dp_same_shape(x->retained_grad, g)) return dp_axpy_(x->retained_grad, 1.0, g);
+    bool was = dp_grad_enabled();
+    dp_set_grad_enabled(false);
+    dp_tensor *copy = dp_clone(g);
+    dp_set_grad_enabled(was);
+    if (!copy) return -1;
+    dp_tensor_release(x->retained_grad);
+    x->retained_grad = copy;
+    return 0;
+}
+
+int dp_retain_grad(dp_tensor *t)
+{
+    if (!t->requires_grad) return dp_error("can't retain_grad on Tensor that has requires_grad=False");
+    if (t->grad_fn) t->grad_fn->retains_grad = true;   /* a leaf keeps its .grad anyway */
+    return 0;
+}
+
+bool dp_retains_grad(const dp_tensor *t) { return t->grad_fn && t->grad_fn->retains_grad; }
+
+dp_tensor *dp_retained_grad(const dp_tensor *t) { return t->grad_fn ? t->grad_fn->retained_grad : NULL; }
+
 static _Atomic bool g_detect_anomaly;
 void dp_set_detect_anomaly(bool on) { g_detect_anomaly = on; }
 bool dp_detect_anomaly(void) { return g_detect_anomaly; }
@@ -353,6 +380,7 @@ static int run_backward(dp_tensor *root, dp_tensor *grad, bool retain_graph, boo
         dp_tensor *g = x->grad_acc;
         x->grad_acc = NULL;
         if (want && capture_node(want, x, g)) { rc = -1; dp_tensor_release(g); break; }
+        if (!want && x->retains_grad && retain_node_grad(x, g)) { rc = -1; dp_tensor_release(g); break; }
         dp_tensor *gin[64] = { 0 };
         dp_tensor **gins = x->n_inputs <= 64 ? gin : calloc((size_t)x->n_inputs, sizeof *gins);
         if (!gins) { rc = dp_error("out of memory"); dp_tensor_release(g); break; }

@@ -230,11 +230,20 @@ static int in_place(const char *name, const char *where, dp_tensor *t, bool redu
 }
 
 int dp_dist_all_reduce(dp_tensor *t, dp_dist_op op) {
-    static const char *const op_names[] = { "'sum'", "'avg'", "'max'", "'min'" };
+    static const char *const op_names[] = { "'sum'", "'avg'", "'max'", "'min'", "'product'", "'band'", "'bor'",
+                                            "'bxor'" };
     if (check_tensor("all_reduce", t) != 0) return -1;
-    if ((unsigned)op > DP_DIST_MIN) return dp_error("torch.distributed.all_reduce: unknown op %d", (int)op);
+    if ((unsigned)op > DP_DIST_BXOR) return dp_error("torch.distributed.all_reduce: unknown op %d", (int)op);
     if (t->dtype == DP_BOOL && op == DP_DIST_AVG)
         return dp_error("torch.distributed.all_reduce: op 'avg' is not defined for bool tensors");
+    if (op >= DP_DIST_BAND) {
+        if (dp_dtype_is_float(t->dtype))
+            return dp_error("torch.distributed.all_reduce: op %s takes integer or bool tensors, got a %s tensor",
+                            op_names[op], dp_dtype_name(t->dtype));
+        if (dp_group.backend == DP_DIST_NCCL)
+            return dp_error("torch.distributed.all_reduce: op %s is not available with the nccl backend "
+                            "(NCCL has no bitwise reductions; use the mpi backend)", op_names[op]);
+    }
     char where[200];
     describe(where, sizeof where, "all_reduce", op_names[op], t);
     return in_place("all_reduce", where, t, true, (int)op);

@@ -17,7 +17,11 @@ extern "C" {
 #endif
 
 typedef enum { DP_DIST_MPI = 0, DP_DIST_NCCL = 1 } dp_dist_backend;
-typedef enum { DP_DIST_SUM = 0, DP_DIST_AVG, DP_DIST_MAX, DP_DIST_MIN } dp_dist_op;
+/* PyTorch's ReduceOp; the bitwise ones take integer and bool tensors, over MPI only (NCCL
+   has none), as PyTorch's backends */
+typedef enum {
+    DP_DIST_SUM = 0, DP_DIST_AVG, DP_DIST_MAX, DP_DIST_MIN, DP_DIST_PRODUCT, DP_DIST_BAND, DP_DIST_BOR, DP_DIST_BXOR
+} dp_dist_op;
 
 /* The MPI backend was compiled in. */
 bool dp_dist_has_mpi(void);

@@ -353,9 +353,20 @@ static MPI_Datatype mpi_type(dp_dtype dt) {
     }
 }
 
+/* bools: sum, max and bor are "or", min, product and band "and", bxor "xor" */
 static MPI_Op mpi_op(dp_dist_op op, dp_dtype dt) {
-    if (dt == DP_BOOL) return op == DP_DIST_MIN ? MPI_LAND : MPI_LOR;
-    return op == DP_DIST_MAX ? MPI_MAX : op == DP_DIST_MIN ? MPI_MIN : MPI_SUM;
+    if (dt == DP_BOOL)
+        return op == DP_DIST_MIN || op == DP_DIST_PRODUCT || op == DP_DIST_BAND ? MPI_LAND
+             : op == DP_DIST_BXOR ? MPI_LXOR : MPI_LOR;
+    switch (op) {
+    case DP_DIST_MAX: return MPI_MAX;
+    case DP_DIST_MIN: return MPI_MIN;
+    case DP_DIST_PRODUCT: return MPI_PROD;
+    case DP_DIST_BAND: return MPI_BAND;
+    case DP_DIST_BOR: return MPI_BOR;
+    case DP_DIST_BXOR: return MPI_BXOR;
+    default: return MPI_SUM;   /* sum, and avg (divided afterwards) */
+    }
 }
 
 /* Checks a started operation's status and waits for it, as part of the current call. */

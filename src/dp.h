@@ -483,6 +483,12 @@ void dp_set_grad_ready_hook(dp_tensor *leaf, dp_grad_ready_fn fn, void *ctx);
 /* PyTorch's `t.data = src`: t takes src's storage, layout, dtype and device and keeps its
  * identity, requires_grad and hooks; an existing .grad is converted to match. Leaves only. */
 int dp_set_data(dp_tensor *t, dp_tensor *src);
+/* t:retain_grad(): backward keeps the gradient that reaches the non-leaf t, which
+ * dp_retained_grad returns (borrowed; NULL before a backward reaches it); a leaf keeps
+ * its .grad anyway.  Fails when t does not require grad. */
+int dp_retain_grad(dp_tensor *t);
+bool dp_retains_grad(const dp_tensor *t);
+dp_tensor *dp_retained_grad(const dp_tensor *t);
 /* Replaces leaf->grad (retains g; g may be NULL). */
 void dp_set_grad(dp_tensor *leaf, dp_tensor *g);
 

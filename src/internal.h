@@ -34,6 +34,9 @@ struct dp_node {
     dp_node *next_in_order;
     int visit;
     int n_inputs;
+    /* t:retain_grad() on the tensor this node made: the gradient backward brings to it */
+    bool retains_grad;
+    dp_tensor *retained_grad;
     /* a custom node's (autograd_custom.c): what its backward calls, released with the node */
     void *user;
     void (*user_free)(void *user);

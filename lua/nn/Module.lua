@@ -178,6 +178,25 @@ local function collect_tensors(self, kind, prefix, persistent_only)
   return out
 end
 
+-- Own tensors of `kind` under every name they have, as PyTorch's state_dict lists them: a
+-- tensor tied to two fields (lm_head.weight = wte.weight) or a module shared by two parents
+-- appears under each name; a module that contains itself is walked once per path.
+local function collect_state(self, kind, persistent_only)
+  local out, active = {}, {}
+  local function walk(m, prefix)
+    if active[m] then return end
+    active[m] = true
+    local transient = persistent_only and rawget(m, '_non_persistent') or {}
+    for _, e in ipairs(entries(m, kind)) do
+      if not transient[e[1]] then out[#out + 1] = { prefix .. e[1], e[2] } end
+    end
+    for _, e in ipairs(entries(m, 'module')) do walk(e[2], prefix .. e[1] .. '.') end
+    active[m] = nil
+  end
+  walk(self, '')
+  return out
+end
+
 function Module:named_parameters(prefix) return iterate(collect_tensors(self, 'parameter', prefix)) end
 function Module:named_buffers(prefix) return iterate(collect_tensors(self, 'buffer', prefix)) end
 function Module:named_children() return iterate(entries(self, 'module')) end
@@ -325,13 +344,14 @@ local function shift_keys(sd, delta)
   return out
 end
 
--- A table name -> tensor of every parameter and buffer (detached, sharing storage);
--- {to_pytorch = true} numbers children from 0, as PyTorch's keys do.
+-- A table name -> tensor of every parameter and buffer (detached, sharing storage), under
+-- every name it has (tied weights appear once per name, as in PyTorch; named_parameters
+-- lists each once); {to_pytorch = true} numbers children from 0, as PyTorch's keys do.
 function Module:state_dict(opts)
   local o = utils.options('state_dict', opts, { to_pytorch = false })
   local sd = {}
-  for name, p in self:named_parameters() do sd[name] = p:detach() end
-  for _, e in ipairs(collect_tensors(self, 'buffer', nil, true)) do sd[e[1]] = e[2]:detach() end
+  for _, e in ipairs(collect_state(self, 'parameter')) do sd[e[1]] = e[2]:detach() end
+  for _, e in ipairs(collect_state(self, 'buffer', true)) do sd[e[1]] = e[2]:detach() end
   return o.to_pytorch and shift_keys(sd, -1) or sd
 end
 
@@ -341,9 +361,10 @@ local function quoted(list)
   return table.concat(q, ', ')
 end
 
--- Copies the tensors of sd into the module's parameters and buffers.  With strict (the
--- default) missing and unexpected keys are errors; wrong shapes always are.  Returns
--- {missing_keys=, unexpected_keys=}.
+-- Copies the tensors of sd into the module's parameters and buffers, in place, so tied
+-- weights stay one tensor (every name of it is expected, as state_dict lists them; the
+-- last in registration order wins, as in PyTorch).  With strict (the default) missing and
+-- unexpected keys are errors; wrong shapes always are.  Returns {missing_keys=, unexpected_keys=}.
 function Module:load_state_dict(sd, opts)
   if type(sd) ~= 'table' then
     utils.error(('load_state_dict: expected a table name -> tensor, got %s'):format(type(sd)))
@@ -351,18 +372,26 @@ function Module:load_state_dict(sd, opts)
   local o = utils.options('load_state_dict', opts, { strict = true, from_pytorch = false })
   if o.from_pytorch then sd = shift_keys(sd, 1) end
   local own, names = {}, {}
-  for name, t in self:named_parameters() do own[name] = t; names[#names + 1] = name end
-  for _, e in ipairs(collect_tensors(self, 'buffer', nil, true)) do own[e[1]] = e[2]; names[#names + 1] = e[1] end
+  for _, e in ipairs(collect_state(self, 'parameter')) do own[e[1]] = e[2]; names[#names + 1] = e[1] end
+  for _, e in ipairs(collect_state(self, 'buffer', true)) do own[e[1]] = e[2]; names[#names + 1] = e[1] end
   local missing, unexpected, problems = {}, {}, {}
   for _, name in ipairs(names) do
     if sd[name] == nil then missing[#missing + 1] = name end
+  end
+  -- a 1-D value for a 0-dim tensor gives its first element, as PyTorch's loading of old
+  -- checkpoints (num_batches_tracked saved with shape [1])
+  local values = {}
+  for _, name in ipairs(names) do
+    local v = sd[name]
+    if torch.is_tensor(v) and own[name]:dim() == 0 and v:dim() == 1 and v:numel() >= 1 then v = v:select(1, 1) end
+    values[name] = v
   end
   for name, v in pairs(sd) do
     if own[name] == nil then unexpected[#unexpected + 1] = tostring(name) end
   end
   table.sort(unexpected)
   for _, name in ipairs(names) do
-    local v, t = sd[name], own[name]
+    local v, t = values[name], own[name]
     if v ~= nil then
       if not torch.is_tensor(v) then
         problems[#problems + 1] = ('value for %s is a %s, not a tensor'):format(name, type(v))
@@ -390,7 +419,7 @@ function Module:load_state_dict(sd, opts)
   end
   torch.no_grad(function()
     for _, name in ipairs(names) do
-      if sd[name] ~= nil then own[name]:copy_(sd[name]) end
+      if values[name] ~= nil then own[name]:copy_(values[name]) end
     end
   end)
   return { missing_keys = missing, unexpected_keys = unexpected }

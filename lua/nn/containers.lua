@@ -24,8 +24,10 @@ local function check_module(who, m, pos)
   return m
 end
 
+-- appends at field #self + 1: the position after every child, those added by name too
+-- (PyTorch's key str(len(self)))
 local function append(self, m)
-  local n = rawlen(self) + 1
+  local n = #self + 1
   self[n] = self:_check_entry(m, n)
   return self
 end
@@ -43,6 +45,10 @@ end
 -- from index on one place up
 local function insert(self, index, m)
   local n = rawlen(self)
+  if #self ~= n then
+    utils.error(('%s:insert: the container holds children added by name (add_module), whose positions insert cannot shift')
+      :format(class_name(self)))
+  end
   if math.type(index) ~= 'integer' or index < 1 or index > n + 1 then
     utils.error(('%s:insert: index %s is out of range (expected 1 to %d; dplua counts from 1)')
       :format(class_name(self), tostring(index), n + 1))
@@ -57,7 +63,17 @@ end
 
 M.append, M.extend, M.insert = append, extend, insert
 
-local function list_len(self) return rawlen(self) end
+-- #list: every registered entry of the list's kind ('module' or 'parameter'), those added
+-- by name (add_module, register_parameter) too, as PyTorch's len
+local function list_len_of(kind)
+  return function(self)
+    local n, kinds = 0, rawget(self, '_kind') or {}
+    for _, name in ipairs(rawget(self, '_order') or {}) do
+      if kinds[name] == kind and rawget(self, name) ~= nil then n = n + 1 end
+    end
+    return n
+  end
+end
 
 -- nn.ModuleList([modules]): holds modules, registered in order; it has no forward.
 local ModuleList, parent = torch.class('nn.ModuleList', 'nn.Module')
@@ -70,7 +86,7 @@ end
 
 function ModuleList:_check_entry(m, pos) return check_module('nn.ModuleList', m, pos) end
 ModuleList.append, ModuleList.add, ModuleList.extend, ModuleList.insert = append, append, extend, insert
-ModuleList.__len = list_len
+ModuleList.__len = list_len_of('module')
 
 function ModuleList:forward()
   utils.error('nn.ModuleList has no forward: iterate over it (for i, m in ipairs(list)) in your own forward')
@@ -92,7 +108,7 @@ function ParameterList:_check_entry(p, pos)
   return Parameter.is(p) and p or Parameter(p)
 end
 ParameterList.append, ParameterList.extend, ParameterList.insert = append, extend, insert
-ParameterList.__len = list_len
+ParameterList.__len = list_len_of('parameter')
 
 function ParameterList:forward()
   utils.error('nn.ParameterList has no forward')

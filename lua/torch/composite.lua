@@ -145,7 +145,8 @@ function M.install(torch)
     return t
   end)
 
-  -- repeat(sizes...): t repeated sizes[i] times along dim i (leading sizes add dims); as
+  -- repeat(sizes...): a new tensor (never a view), t repeated sizes[i] times along dim i
+  -- (leading sizes add dims); as
   -- Lua reserves the word, t['repeat'](t, 2, 3), torch['repeat'](t, 2, 3) or Torch7's
   -- t:repeatTensor(2, 3)
   local function sizes_of(args)
@@ -168,7 +169,9 @@ function M.install(torch)
       grown[#grown + 1], grown[#grown + 2] = reps[i], shape[i]
       out[i] = reps[i] * shape[i]
     end
-    return t:reshape(view):expand(grown):reshape(out)
+    -- clone, as PyTorch's repeat always copies: without it repeats of 1 (or of size-1
+    -- dims) would come back as a view sharing t's memory
+    return t:reshape(view):expand(grown):clone():reshape(out)
   end
   both('repeat', repeat_)
   both('repeatTensor', repeat_)

@@ -2,7 +2,8 @@
 --
 --   local dist = require 'torch.distributed'
 --   dist.init_process_group{backend = 'mpi'}      -- 'mpi' for CPU tensors, 'nccl' for CUDA
---   dist.all_reduce(t, 'sum')                      -- in place: 'sum', 'avg', 'max', 'min'
+--   dist.all_reduce(t, 'sum')                      -- in place: 'sum', 'avg', 'max', 'min',
+--                                                  -- 'product', 'band', 'bor', 'bxor'
 --   dist.broadcast(t, 0)                           -- src is a 0-based rank
 --   dist.all_gather(list, t)                       -- list[r + 1] receives rank r's t
 --   dist.barrier(); dist.destroy_process_group()
@@ -16,8 +17,17 @@ local options = require 'torch.options'
 
 local dist = {}
 
--- PyTorch's names for the reduction ops, for code written as dist.ReduceOp.SUM.
-dist.ReduceOp = { SUM = 'sum', AVG = 'avg', MAX = 'max', MIN = 'min' }
+-- PyTorch's names for the reduction ops, for code written as dist.ReduceOp.SUM.  A name it
+-- does not have (dist.ReduceOp.PROD) is an error rather than a nil that all_reduce would
+-- take for its default, the sum.  BAND, BOR and BXOR take integer and bool tensors, over
+-- the mpi backend only (NCCL has no bitwise reductions).
+local reduce_op_names = 'SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR'
+dist.ReduceOp = setmetatable({ SUM = 'sum', AVG = 'avg', PRODUCT = 'product', MIN = 'min', MAX = 'max',
+                               BAND = 'band', BOR = 'bor', BXOR = 'bxor' }, {
+  __index = function(_, k)
+    error(('torch.distributed.ReduceOp has no op %s (its ops: %s)'):format(tostring(k), reduce_op_names), 2)
+  end,
+})
 
 -- Raises a binding's error at the caller of the public function (level 3 from here), unless
 -- the binding already put a position in front of it.
@@ -110,7 +120,8 @@ function dist.all_reduce(t, op)
   if ok then return end
   check_tensor('all_reduce', t)
   if op ~= nil and type(op) ~= 'string' then
-    error(("torch.distributed.all_reduce: op must be 'sum', 'avg', 'max' or 'min', got %s"):format(type(op)), 2)
+    error(("torch.distributed.all_reduce: op must be 'sum', 'avg', 'max', 'min', 'product', 'band', 'bor' or 'bxor', got %s")
+      :format(type(op)), 2)
   end
   rethrow(err)
 end

@@ -66,12 +66,58 @@ function serialize.save(path, tbl, metadata)
   call('torch.save', C.save_safetensors, path, tbl, metadata)
 end
 
--- torch.load(path) -> what torch.save wrote (a table of name to tensor, or the checkpoint's
--- nested table), with tensors on the CPU, and the file's metadata (or nil).
-function serialize.load(path, ...)
+-- PyTorch's map_location: a device (or its name) for every tensor, a table {from = to} of
+-- device names (a tensor on `from` goes to `to`; the others stay), or a function
+-- fn(tensor, location) returning the tensor to use (nil: the tensor as loaded).  The file's
+-- tensors are read on the CPU, so their location is 'cpu'.
+local function map_location(torch, tbl, where)
+  local function move(t)
+    if type(where) == 'function' then
+      local r = where(t, 'cpu')
+      if r == nil then return t end
+      if not torch.is_tensor(r) then
+        error(('torch.load: map_location function must return a tensor or nil, got %s'):format(type(r)), 4)
+      end
+      return r
+    elseif type(where) == 'table' and getmetatable(where) == nil then
+      for from, to in pairs(where) do
+        if tostring(from) == tostring(t.device) then
+          return t:to(to)
+        end
+      end
+      return t
+    end
+    return t:to(where)
+  end
+  local out = {}
+  for k, t in pairs(tbl) do out[k] = move(t) end
+  return out
+end
+
+-- torch.load(path [, {map_location=}]) -> what torch.save wrote (a table of name to tensor,
+-- or the checkpoint's nested table), with tensors on the CPU (or where map_location puts
+-- them, as PyTorch's; map_location may also come alone as the second argument), and the
+-- file's metadata (or nil).
+function serialize.load(path, opts, ...)
   check_path('torch.load', path, 1)
-  no_more('torch.load', 1, ...)
+  if select('#', ...) > 0 and (...) ~= nil then
+    error(('torch.load: unexpected argument 3 (%s): torch.load takes a path and {map_location=}'):format(type((...))), 2)
+  end
+  local torch = require 'torch'
+  local where
+  if type(opts) == 'table' and getmetatable(opts) == nil then
+    local options = require 'torch.options'
+    where = options.check('torch.load', opts, { map_location = options.none }).map_location
+  elseif opts ~= nil then
+    where = opts
+  end
+  if where ~= nil and type(where) ~= 'string' and type(where) ~= 'function' and type(where) ~= 'table'
+      and type(where) ~= 'userdata' then
+    error(('torch.load: map_location must be a device, a device name, a table {from = to} or a function, got %s')
+      :format(type(where)), 2)
+  end
   local tbl, meta = call('torch.load', C.load_safetensors, path)
+  if where ~= nil then tbl = map_location(torch, tbl, where) end
   local tree = meta and meta[checkpoint.TREE_KEY]
   if tree then
     local ok, rebuilt = pcall(checkpoint.rebuild, tbl, tree)

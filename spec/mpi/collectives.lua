@@ -94,6 +94,10 @@ local function reference(op, dtype)
       if acc == nil then acc = v
       elseif op == 'sum' or op == 'avg' then acc = acc + v
       elseif op == 'max' then acc = math.max(acc, v)
+      elseif op == 'product' then acc = acc * v
+      elseif op == 'band' then acc = acc & v
+      elseif op == 'bor' then acc = acc | v
+      elseif op == 'bxor' then acc = acc ~ v
       else acc = math.min(acc, v) end
     end
     if op == 'avg' then acc = dtype == 'int64' and idiv_trunc(acc, world) or acc / world end
@@ -103,7 +107,7 @@ local function reference(op, dtype)
 end
 
 for _, dtype in ipairs { 'float32', 'float64', 'int64' } do
-  for _, op in ipairs { 'sum', 'avg', 'max', 'min' } do
+  for _, op in ipairs { 'sum', 'avg', 'max', 'min', 'product' } do
     test(('all_reduce %s %s'):format(op, dtype), function()
       local t = torch.tensor(contribution(rank, dtype), { dtype = dtype })
       dist.all_reduce(t, op)
@@ -159,8 +163,29 @@ end)
 test('all_reduce of a parameter that requires grad writes in place', function()
   local p = torch.ones(4, { requires_grad = true })
   dist.all_reduce(p, 'sum')
-  eq(p[1], world, 'value')
+  eq(p:tolist()[1], world, 'value')   -- p requires grad: p[1] would be a 0-dim tensor
   eq(p.requires_grad, true, 'requires_grad kept')
+end)
+
+test('all_reduce with ReduceOp.PRODUCT multiplies, and the bitwise ops take integers and bools', function()
+  local t = torch.tensor({ rank + 2, -1 }, { dtype = 'float64' })
+  dist.all_reduce(t, dist.ReduceOp.PRODUCT)
+  local want = 1
+  for r = 0, world - 1 do want = want * (r + 2) end
+  check.equal_tensors(t, torch.tensor({ want, (-1) ^ world }, { dtype = 'float64' }), 'PRODUCT')
+  for _, op in ipairs { 'band', 'bor', 'bxor' } do
+    local m = torch.tensor(contribution(rank, 'int64'), { dtype = 'int64' })
+    dist.all_reduce(m, dist.ReduceOp[op:upper()])
+    check.equal_tensors(m, reference(op, 'int64'), op)
+  end
+  local only0 = torch.tensor({ rank == 0, true, false })
+  local a, x = only0:clone(), only0:clone()
+  dist.all_reduce(a, dist.ReduceOp.PRODUCT)
+  dist.all_reduce(x, dist.ReduceOp.BXOR)
+  check.equal_tensors(a, torch.tensor({ world == 1, true, false }), 'bool PRODUCT is and')
+  check.equal_tensors(x, torch.tensor({ true, world % 2 == 1, false }), 'bool BXOR is xor')
+  raises(function() dist.all_reduce(torch.ones(2), dist.ReduceOp.BAND) end, "op 'band'", 'float32')
+  raises(function() return dist.ReduceOp.PROD end, 'ReduceOp has no op PROD')
 end)
 
 test('all_reduce rejects bad arguments', function()
