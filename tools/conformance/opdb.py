@@ -29,6 +29,9 @@ MAX_ELEMENTS = 2000          # a sample whose tensors hold more is passed over (
 FACTORY = {'requires_grad', 'device', 'layout', 'pin_memory', 'memory_format'}
 
 
+STRUCTSEQ = {'count', 'index', 'n_fields', 'n_sequence_fields', 'n_unnamed_fields'}
+
+
 class Untranslatable(Exception):
     pass
 
@@ -341,15 +344,21 @@ def run_sample(op, rule, how, fn, name, sample, dtype, grads):
     out = call_torch(how, fn, name, values, kwargs)
     outs, multi = outputs_of(out)
     index_out = rule.get('index_out', [])
+    if 'index_out_if' in rule:              # an output that is there only with that option
+        name_, at = rule['index_out_if']
+        index_out = at if sample.kwargs.get(name_) else []
     recs = [record_out(o, index_out == 'all' or i in index_out, inputs) for i, o in enumerate(outs)]
     if rule.get('ties') and any(t.numel() != t.unique().numel() for t in inputs[:1]):
         for i, r in enumerate(recs):          # which of equal elements is unspecified: shape only
             if (index_out == 'all' or i in index_out) and 'values' in r:
                 r['shape_only'] = True
-    if hasattr(out, '_fields'):
-        c_fields = list(out._fields)
-    else:
-        c_fields = None
+    for i in rule.get('shape_only', []):
+        if i < len(recs) and 'values' in recs[i]:
+            recs[i]['shape_only'] = True
+    c_fields = None
+    if hasattr(out, 'n_fields'):            # torch.return_types: the field names in order
+        c_fields = [k for k in dir(out) if not k.startswith('_') and k not in STRUCTSEQ]
+        c_fields.sort(key=lambda k: [i for i, v in enumerate(out) if v is getattr(out, k)][:1] or [99])
     c = {'lua': expr, 'inputs': case.records, 'outs': recs, 'multi': multi, 'dtype': DTYPES[dtype],
          'fields': c_fields,
          'check': exists(how, name)}
@@ -386,7 +395,8 @@ def gradients(how, fn, name, sample, rule, values, kwargs, outs):
     gen = torch.Generator().manual_seed(1234)
     loss, cots, used = 0, [], []
     for i, o in enumerate(res):
-        if isinstance(o, torch.Tensor) and o.requires_grad and o.dtype == torch.float64:
+        if isinstance(o, torch.Tensor) and o.requires_grad and o.dtype == torch.float64 and \
+                i not in rule.get('shape_only', []):          # a sign-free gradient only
             c = torch.randn(o.shape, generator=gen, dtype=torch.float64)
             loss = loss + (o * c).sum()
             cots.append({'dtype': 'float64', 'shape': list(o.shape), 'values': c.reshape(-1).tolist()})

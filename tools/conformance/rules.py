@@ -28,6 +28,8 @@ variant: 'max.reduction_with_dim'; the longer key wins):
                   sample's first values in torch.NAME's call
   index_out       the positions (0-based) of the outputs that are indices (PyTorch counts
                   them from 0, dplua from 1); 'all' for every output
+  index_out_if    (option, positions): index outputs that are there only when the option is true
+  shape_only      the positions (0-based) of outputs compared by dtype and shape only
   ties            the index outputs of an input with equal elements are compared by shape
                   only (PyTorch leaves unspecified which of the equal elements is taken)
   view            True for ops whose result PyTorch documents as a view of the input (it
@@ -66,7 +68,7 @@ RULES = {
     'select_scatter': {'args': _INDEX},
     'narrow': {'args': {'start': 'index'}, 'view': True},
     'narrow_copy': {'args': {'start': 'index'}},
-    'nn.functional.embedding': {'args': {'input': 'index'}, 'order': [1, 0]},
+    'nn.functional.embedding': {'args': {'input': 'index', 'padding_idx': 'index'}, 'order': [1, 0]},
     'special.polygamma': {'order': [1, 0]},
     'einsum': {'order': [1, 0]},
     'polygamma': {'names': ['self', 'n']},
@@ -106,8 +108,12 @@ RULES = {
     'mode': {'index_out': [1]},
     'cummax': {'index_out': [1]},
     'cummin': {'index_out': [1]},
-    'unique': {'index_out': [1]},
-    'unique_consecutive': {'index_out': [1]},
+    'unique': {'index_out_if': ('return_inverse', [1])},
+    'unique_consecutive': {'index_out_if': ('return_inverse', [1])},
+    # eigenvectors and singular vectors: each is only defined up to its sign
+    'linalg.eigh': {'shape_only': [1]},
+    'linalg.svd': {'shape_only': [0, 2]},
+    'svd': {'shape_only': [0, 2]},
 
     # ---- views (PyTorch documents these as views of their input)
     'view': {'view': True}, 'view_as': {'view': True}, 'expand': {'view': True},
