@@ -86,11 +86,13 @@ $(BUILD)/obj/lua/%.o: lua/%.c $(wildcard lua/*.h src/*.h src/*.def) Makefile
 # the source tree, where tracebacks find the Lua files of an uninstalled build
 $(BUILD)/obj/lua/dplua_lib.o: CFLAGS += -DDPLUA_SOURCE_DIR='"$(abspath .)"'
 
-# help()'s index (module torch._help), built from the docs
+# help()'s index (module torch._help), built from the docs (not conformance.md: a table of
+# measurements, whose op names would shadow the reference pages)
 HELP_INDEX := $(BUILD)/gen/lua/torch/_help.lua
-$(HELP_INDEX): tools/helpindex.lua $(wildcard doc/*.md)
+HELP_PAGES := $(filter-out doc/conformance.md,$(wildcard doc/*.md))
+$(HELP_INDEX): tools/helpindex.lua $(HELP_PAGES)
 	@mkdir -p $(dir $@)
-	$(LUA) tools/helpindex.lua $@ $(wildcard doc/*.md)
+	$(LUA) tools/helpindex.lua $@ $(HELP_PAGES)
 
 $(BUILD)/gen/lua_sources.c: tools/embed.lua $(LUA_FILES) $(HELP_INDEX)
 	@mkdir -p $(dir $@)
@@ -307,3 +309,11 @@ SEED ?= 1
 fuzz: all
 	BUILD=$(BUILD) tools/fuzz/fuzz --seed $(SEED) --seconds $(SECONDS)
 .PHONY: fuzz
+
+# dplua against PyTorch's own op database (tools/conformance; about a minute): prints the
+# table op by op, writes doc/conformance.md and $(BUILD)/conformance/findings.json.
+# Not part of `make test` (spec/conformance_spec.lua runs a subset of it there).
+SAMPLES ?= 5
+conformance: all
+	BUILD=$(BUILD) tools/conformance/conformance --samples $(SAMPLES) --doc doc/conformance.md
+.PHONY: conformance
