@@ -18,9 +18,10 @@ local function f(x) return x:mm(W_target) + b_target:item() end
 
 -- Creates a string description of a polynomial.
 local function poly_desc(W, b)
+  local w, c = W:tolist(), b:tolist()   -- numbers (elements of a tensor that requires grad are tensors)
   local result = 'y = '
-  for i = 1, #W do result = result .. ('%+.2f x^%d '):format(W[i], i) end
-  return result .. ('%+.2f'):format(b[1])
+  for i = 1, #w do result = result .. ('%+.2f x^%d '):format(w[i], i) end
+  return result .. ('%+.2f'):format(c[1])
 end
 
 -- Builds a batch i.e. (x, f(x)) pair.
