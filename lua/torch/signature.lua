@@ -76,6 +76,17 @@ local TYPES = {
   Scalar = { test = function(v) return type(v) == 'number' or type(v) == 'boolean' end, what = 'a number' },
   int = { test = is_int, what = 'an integer' },
   float = { test = function(v) return type(v) == 'number' end, what = 'a number' },
+  ['float[]'] = {
+    test = function(v)
+      if type(v) == 'number' then return true end
+      if type(v) ~= 'table' or getmetatable(v) ~= nil then return false end
+      for k, x in pairs(v) do
+        if math.type(k) ~= 'integer' or type(x) ~= 'number' then return false end
+      end
+      return true
+    end,
+    what = 'a number or a table of numbers',
+  },
   bool = { test = function(v) return type(v) == 'boolean' end, what = 'a boolean' },
   dim = { test = is_int, what = 'an integer dimension (counted from 1)' },
   dims = { test = int_list, what = 'an integer dimension or a table of them (counted from 1)' },
@@ -151,7 +162,7 @@ local function parse_default(text, where)
 end
 
 -- the types whose values may be tables
-local TABLE_TYPES = { dims = true, ['int[]'] = true, ['Tensor[]'] = true, any = true }
+local TABLE_TYPES = { dims = true, ['int[]'] = true, ['float[]'] = true, ['Tensor[]'] = true, any = true }
 
 -- Enums are written str{a,b}: the commas inside braces are not separators, so they are
 -- read as \1 while the parameters are split.
@@ -220,6 +231,8 @@ local function bind(sig, args, n, opts, out)
       end
       v = ov
     end
+    -- false for an optional non-boolean parameter is Lua's "absent" (size = false)
+    if v == false and (p.optional or p.has_default) and not p.type.test(false) then v = nil end
     if v == nil then
       if p.has_default then
         local d = p.default

@@ -285,6 +285,17 @@ function M.rows(torch)
     end, 'F')
   end
 
+  -- F.interpolate(input, size, scale_factor, mode, align_corners, recompute_scale_factor,
+  -- antialias): PyTorch's positional order, or the options
+  row('interpolate', "interpolate(Tensor input, int[]? size=None, float[]? scale_factor=None, " ..
+      "str{nearest,linear,bilinear,bicubic,trilinear,area,nearest-exact} mode='nearest', bool? align_corners=None, " ..
+      "bool? recompute_scale_factor=None, bool antialias=False)",
+    function(x, size, scale_factor, mode, align_corners, recompute, antialias)
+      if antialias then err('interpolate: antialias = true is not supported (only antialias = false)') end
+      return M.fbase.interpolate(x, { size = size, scale_factor = scale_factor, mode = mode,
+                                      align_corners = align_corners, recompute_scale_factor = recompute })
+    end, 'F')
+
   -- ---------------------------------------------------------------- elementwise
   -- div(other, {rounding_mode = 'trunc' | 'floor'}): true division, or rounded toward 0 / -inf
   local function trunc_divide(a, b)
@@ -516,10 +527,16 @@ function M.markdown()
   return table.concat(out, '\n') .. '\n'
 end
 
+-- nn.functional's own functions that the rows call (install_functional fills it)
+M.fbase = {}
+
 -- Puts the rows of nn.functional's ops into F (lua/nn/functional.lua calls it).
 function M.install_functional(F)
   for _, r in ipairs(M.list) do
-    if r.module == 'F' then F[r.name] = signature.wrap(r.name, r.lines, r.impl) end
+    if r.module == 'F' then
+      M.fbase[r.name] = F[r.name]
+      F[r.name] = signature.wrap(r.name, r.lines, r.impl)
+    end
   end
 end
 
