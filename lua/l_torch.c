@@ -538,6 +538,27 @@ static int cuda_index(lua_State *L, int idx, int none)
     return d.index;
 }
 
+/* torch.cuda.set_device(d): the device a bare 'cuda' names from now on (in this thread) */
+static int cuda_set_device(lua_State *L)
+{
+    dp_device d = lt_check_device(L, 1);
+    if (d.type != DP_DEVICE_CUDA)
+        return luaL_argerror(L, 1, "expected a CUDA device (an ordinal, 'cuda:N' or a torch.device)");
+    if (dp_device_check(d) != 0)
+        return lt_raise(L);
+    dp_cuda_set_current(d.index);
+    return 0;
+}
+
+static int cuda_current_device(lua_State *L)
+{
+    dp_device d = { DP_DEVICE_CUDA, dp_cuda_current() };
+    if (dp_device_check(d) != 0)
+        return lt_raise(L);
+    lua_pushinteger(L, d.index);
+    return 1;
+}
+
 static int cuda_is_built(lua_State *L) { lua_pushboolean(L, dp_device_type_built(DP_DEVICE_CUDA)); return 1; }
 static int cuda_is_available(lua_State *L) { lua_pushboolean(L, dp_device_count(DP_DEVICE_CUDA) > 0); return 1; }
 static int cuda_device_count(lua_State *L) { lua_pushinteger(L, dp_device_count(DP_DEVICE_CUDA)); return 1; }
@@ -578,7 +599,8 @@ static const luaL_Reg cuda_functions[] = {
     { "is_built", cuda_is_built }, { "is_available", cuda_is_available },
     { "device_count", cuda_device_count }, { "synchronize", cuda_synchronize },
     { "memory_allocated", cuda_memory_allocated }, { "max_memory_allocated", cuda_max_memory_allocated },
-    { "empty_cache", cuda_empty_cache }, { NULL, NULL }
+    { "empty_cache", cuda_empty_cache }, { "set_device", cuda_set_device },
+    { "current_device", cuda_current_device }, { NULL, NULL }
 };
 
 static const luaL_Reg cpu_functions[] = {

@@ -55,6 +55,11 @@ int dp_dtype_parse(const char *name, dp_dtype *out)
 
 /* ---------------------------------------------------------------- device names */
 
+static _Thread_local int g_cuda_current;
+
+void dp_cuda_set_current(int index) { g_cuda_current = index; }
+int dp_cuda_current(void) { return g_cuda_current; }
+
 int dp_device_parse(const char *s, dp_device *out)
 {
     const char *colon = strchr(s, ':');
@@ -69,6 +74,8 @@ int dp_device_parse(const char *s, dp_device *out)
         if (*end || end == colon + 1 || idx < 0 || idx > 1000000)
             return dp_error("invalid device '%s': the index must be a non-negative integer", s);
         d.index = (int)idx;
+    } else if (d.type == DP_DEVICE_CUDA) {
+        d.index = g_cuda_current;
     }
     *out = d;
     return 0;

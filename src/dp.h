@@ -55,6 +55,10 @@ static inline bool dp_device_eq(dp_device a, dp_device b) { return a.type == b.t
 
 /* "cpu", "cpu:1", "cuda", "cuda:0" -> device (syntax only; see dp_device_check). */
 int dp_device_parse(const char *s, dp_device *out);
+/* The CUDA device that a bare "cuda" names (torch.cuda.set_device; 0 until set), per thread
+ * as PyTorch's current device. */
+void dp_cuda_set_current(int index);
+int dp_cuda_current(void);
 /* Writes "cpu", "cpu:1", "cuda:0" into buf (at least 32 bytes); returns buf. */
 char *dp_device_str(dp_device d, char *buf);
 /* 0 if the device exists and is usable, else -1 with "CUDA is not available ..." or

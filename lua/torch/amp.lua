@@ -184,10 +184,7 @@ function M.autocast(device_type, opts, fn)
   state[device_type] = { enabled = enabled, dtype = dtype }
   recount()
   if fn == nil then return scope end
-  local res = table.pack(pcall(fn))
-  leave(scope)
-  if not res[1] then error(res[2], 0) end
-  return table.unpack(res, 2, res.n)
+  return require('torch.scope').run(function() leave(scope) end, fn)
 end
 
 function M.is_autocast_enabled(device_type)
@@ -208,8 +205,15 @@ GradScaler.__name = 'GradScaler'
 
 local READY, UNSCALED, STEPPED = 0, 1, 2
 
--- GradScaler({init_scale=2^16, growth_factor=2, backoff_factor=0.5, growth_interval=2000, enabled=true})
-function M.GradScaler(opts)
+-- GradScaler([device='cuda',] {init_scale=2^16, growth_factor=2, backoff_factor=0.5,
+-- growth_interval=2000, enabled=true}): for 'cuda' on a machine without CUDA it turns
+-- itself off with a warning, as PyTorch's (every call then passes through)
+local warned_no_cuda = false
+function M.GradScaler(device, opts)
+  if type(device) ~= 'string' then device, opts = 'cuda', device end
+  if device ~= 'cuda' and device ~= 'cpu' then
+    error(("GradScaler: device must be 'cuda' or 'cpu', got '%s'"):format(device), 2)
+  end
   opts = opts or {}
   if type(opts) ~= 'table' then error(('GradScaler: expected an options table, got %s'):format(type(opts)), 2) end
   local known = { init_scale = true, growth_factor = true, backoff_factor = true, growth_interval = true, enabled = true }
@@ -226,8 +230,16 @@ function M.GradScaler(opts)
     _growth_interval = opts.growth_interval or 2000,
     _growth_tracker = 0,
     _enabled = opts.enabled ~= false,
+    _device = device,
     _per_optimizer = setmetatable({}, { __mode = 'k' }),
   }, GradScaler)
+  if self._enabled and device == 'cuda' and not torch.cuda.is_available() then
+    if not warned_no_cuda then
+      io.stderr:write('UserWarning: torch.cuda.amp.GradScaler is enabled, but CUDA is not available. Disabling.\n')
+      warned_no_cuda = true
+    end
+    self._enabled = false
+  end
   if not (self._growth_factor > 1) then
     error(('GradScaler: growth_factor should be > 1, got %s'):format(tostring(self._growth_factor)), 2)
   end
@@ -364,7 +376,7 @@ function M.install(t)
   -- torch.cuda.amp.autocast([opts] [, fn]) is torch.autocast('cuda', ...)
   if type(torch.cuda) == 'table' then
     torch.cuda.amp = {
-      GradScaler = M.GradScaler,
+      GradScaler = function(opts) return M.GradScaler('cuda', opts) end,
       autocast = function(opts, fn) return M.autocast('cuda', opts, fn) end,
     }
   end

@@ -237,10 +237,7 @@ function autograd.detect_anomaly(fn, ...)
   load()
   local was = torch._C.is_anomaly_enabled()
   torch._C._set_detect_anomaly(true)
-  local r = table.pack(pcall(fn, ...))
-  torch._C._set_detect_anomaly(was)
-  if not r[1] then error(r[2], 0) end
-  return table.unpack(r, 2, r.n)
+  return require('torch.scope').run(function() torch._C._set_detect_anomaly(was) end, fn, ...)
 end
 
 -- Function, grad and functional, loaded on first use (torch may still be loading when

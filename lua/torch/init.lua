@@ -41,9 +41,65 @@ torch.FLOAT_DTYPES = { float32 = true, float64 = true, float16 = true, bfloat16 
 torch.int32, torch.int, torch.int16, torch.short = 'int64', 'int64', 'int64', 'int64'
 torch.int8, torch.uint8 = 'int64', 'int64'
 
+-- no_grad(fn, ...) / enable_grad(fn, ...): fn(...) with grad mode off / on, restored after
+-- it returns or raises (an error keeps fn's frames in its traceback)
+local scope = require 'torch.scope'
+local function with_grad_mode(name, on)
+  return function(fn, ...)
+    if type(fn) ~= 'function' then
+      error(('torch.%s: expected a function to run without recording, got %s'):format(name, type(fn)), 2)
+    end
+    local prev = C.is_grad_enabled()
+    C.set_grad_enabled(on)
+    return scope.run(function() C.set_grad_enabled(prev) end, fn, ...)
+  end
+end
+torch.no_grad = with_grad_mode('no_grad', false)
+torch.enable_grad = with_grad_mode('enable_grad', true)
+
 -- inference_mode(fn, ...): fn(...) without recording autograd graphs (no_grad's meaning
 -- here: dplua has no separate inference tensors)
 function torch.inference_mode(fn, ...) return torch.no_grad(fn, ...) end
+
+-- ------------------------------------------------------------------ what PyTorch 2 programs set
+
+-- torch.set_float32_matmul_precision / get_: one switch with torch.backends.cuda.matmul.allow_tf32
+function torch.set_float32_matmul_precision(p) require('torch.backends')._set_matmul_precision(p) end
+function torch.get_float32_matmul_precision() return require('torch.backends')._get_matmul_precision() end
+
+-- torch.cuda.manual_seed(_all)(seed): dplua has one random stream for every device (a seed
+-- gives the same draws on the CPU and on a GPU), so with CUDA present it reseeds that
+-- stream, as torch.manual_seed does; without CUDA there is nothing to seed (PyTorch too)
+local function cuda_seed(name)
+  return function(seed)
+    if math.type(seed) ~= 'integer' then
+      error(('torch.cuda.%s: expected an integer seed, got %s'):format(name, tostring(seed)), 2)
+    end
+    if C.cuda.is_available() then C.manual_seed(seed) end
+  end
+end
+torch.cuda.manual_seed = cuda_seed('manual_seed')
+torch.cuda.manual_seed_all = cuda_seed('manual_seed_all')
+-- bfloat16 runs on every GPU that dplua's kernels are built for (compute capability 8.0 on)
+function torch.cuda.is_bf16_supported() return C.cuda.is_available() end
+
+-- torch.compile(model_or_fn [, {mode=, fullgraph=, dynamic=, backend=, options=, disable=}]):
+-- dplua has no graph compiler; the model (or function) runs as it is and is returned itself,
+-- so its state_dict keeps its own names (no '_orig_mod.' prefix)
+local COMPILE_OPTS = { mode = true, fullgraph = true, dynamic = true, backend = true, options = true, disable = true }
+function torch.compile(model, opts)
+  if model == nil then error('torch.compile: expected a module or a function, got nil', 2) end
+  if opts ~= nil then
+    if type(opts) ~= 'table' then error(('torch.compile: options must be a table, got %s'):format(type(opts)), 2) end
+    for k in pairs(opts) do
+      if not COMPILE_OPTS[k] then
+        error(('torch.compile: unknown option %s (the options are backend, disable, dynamic, fullgraph, mode, options)')
+          :format(tostring(k)), 2)
+      end
+    end
+  end
+  return model
+end
 
 -- ------------------------------------------------------------------ classes
 
