@@ -70,6 +70,7 @@ local NAMED = {
   ['indices_or_sections int|int[]|Tensor'] = 2, ['chunks int'] = 2, ['k int'] = 1, ['start int|Tensor'] = 1,
   ['length int'] = 1, ['shifts int[]'] = { 1 }, ['other Tensor|Scalar'] = 2, ['src Tensor|Scalar'] = 2,
   ['src Tensor'] = sample_tensor,
+  ['bins int|Tensor'] = 4,
   ['input Tensor'] = function() return torch.arange(0, 16):float():reshape(1, 2, 2, 4) end,
 }
 

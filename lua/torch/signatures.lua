@@ -245,6 +245,62 @@ function M.rows(torch)
       end, t, dim, keepdim)
     end)
 
+  -- histogram(bins=100 | edges [, {range = {min, max}, weight =, density = false}]): the
+  -- counts (or weights' sums, or a density) in each bin and the bins' edges, as PyTorch's
+  -- (and NumPy's: an empty input spans [0, 1], a constant one its value +- 0.5).  NaN is
+  -- left out (PyTorch 1.13 puts a NaN in some bin).
+  row('histogram', 'histogram(Tensor self, int|Tensor bins=100, *, float[]? range=None, Tensor? weight=None, bool density=False)',
+    function(t, bins, range, weight, density)
+      if not is_float(t) then err('histogram: expected a floating point input, got %s', t.dtype) end
+      local edges
+      if torch.is_tensor(bins) then
+        if bins:dim() ~= 1 or bins:numel() < 2 then
+          err('histogram: bins as a tensor must be 1-D with at least 2 edges, got shape [%s]', table.concat(bins:size():totable(), ', '))
+        end
+        edges = bins:to(t.dtype)
+      else
+        if bins < 1 then err('histogram: bins must be > 0, got %d', bins) end
+        local lo, hi
+        if range ~= nil then
+          if type(range) ~= 'table' or #range ~= 2 then err('histogram: range must be a table {min, max}') end
+          lo, hi = range[1], range[2]
+          if lo > hi then err('histogram: min should not exceed max, got min %s max %s', lo, hi) end
+        elseif t:numel() == 0 then
+          lo, hi = 0, 1
+        else
+          local finite = t:isnan():logical_not()
+          if not finite:all():item() then
+            err('histogram: the input has NaN, so its range is unknown: give {range = {min, max}}')
+          end
+          lo, hi = t:min():item(), t:max():item()
+        end
+        if lo == hi then lo, hi = lo - 0.5, hi + 0.5 end
+        edges = torch.linspace(lo, hi, bins + 1, { dtype = t.dtype, device = t.device })
+      end
+      local nb = edges:numel() - 1
+      local x = t:reshape(-1)
+      local w = weight and weight:reshape(-1):to(t.dtype) or torch.ones_like(x)
+      if weight and weight:numel() ~= t:numel() then
+        err('histogram: weight must have the shape of the input, got %d and %d elements', weight:numel(), t:numel())
+      end
+      local lo_e, hi_e = edges[1], edges[nb + 1]
+      if torch.is_tensor(lo_e) then lo_e, hi_e = lo_e:item(), hi_e:item() end
+      local inside = x:ge(lo_e):logical_and(x:le(hi_e))
+      local xs, ws = x:masked_select(inside), w:masked_select(inside)
+      local hist = torch.zeros({ nb }, { dtype = t.dtype, device = t.device })
+      if xs:numel() > 0 then
+        local pos = torch.searchsorted(edges, xs, { right = true }) - 1   -- 1-based bins
+        pos = pos:clamp(1, nb)
+        hist:index_add_(1, pos, ws)
+      end
+      if density then
+        local widths = edges:narrow(1, 2, nb) - edges:narrow(1, 1, nb)
+        hist = hist / (widths * hist:sum())
+      end
+      return hist, edges
+    end)
+  rows[#rows].method = true   -- also Tensor:histogram, as PyTorch's
+
   -- ---------------------------------------------------------------- scans and sorting
   -- (dtype may come by position too, as dplua has always taken it)
   row('cumsum', 'cumsum(Tensor self, dim dim, dtype? dtype=None)', function(t, dim, dtype)
@@ -464,7 +520,7 @@ function M.install(torch)
   for _, r in ipairs(M.list) do
     if r.module then goto continue end
     local fn = signature.wrap(r.name, r.lines, r.impl)
-    local method = rawget(Tensor, r.name) ~= nil
+    local method = r.method or rawget(Tensor, r.name) ~= nil
     r.method = method
     torch[r.name] = fn
     if method then rawset(Tensor, r.name, fn) end
