@@ -306,6 +306,23 @@ describe('DataLoader', function()
     assert.are.same({ { 'w1', 'w2', 'w3' } }, s)
   end)
 
+  it('#loader raises when the sampler has no __len (as len() in PyTorch), and does not draw an epoch', function()
+    local drawn = 0
+    local sampler = { iter = function()
+      drawn = drawn + 1
+      local i = 0
+      return function() i = i + 1; if i <= 4 then return i end end
+    end }
+    local loader = data.DataLoader(PairDataset(4), { batch_size = 2, sampler = sampler })
+    expect_error(function() return #loader end, 'this sampler has no __len()')
+    assert.are.equal(0, drawn)
+    local n = 0
+    for _ in loader:iter() do n = n + 1 end
+    assert.are.equal(2, n)
+    sampler.__len = function() return 4 end
+    assert.are.equal(2, #loader)
+  end)
+
   it('uses collate_fn when given', function()
     local loader = data.DataLoader(PairDataset(4), {
       batch_size = 2,

@@ -162,11 +162,15 @@ local function epoch_indices(sampler)
   return out
 end
 
+-- The sampler's length: its __len, or the size of a plain list of indices.  A sampler with
+-- indices() or iter() and no __len has no length, as in PyTorch (len() raises): drawing an
+-- epoch to count it would advance its random stream.
 local function sampler_length(sampler)
   local ok, len = pcall(function() return sampler.__len end)
   if ok and type(len) == 'function' then return len(sampler) end
   if type(sampler.indices) == 'function' or type(sampler.iter) == 'function' then
-    return #epoch_indices(sampler)
+    error('DataLoader: #loader needs the length of its sampler, and this sampler has no __len() '
+      .. '(define Sampler:__len(), as PyTorch needs __len__ for len(loader))', 3)
   end
   return #sampler
 end
