@@ -206,8 +206,9 @@ function M.rows(torch)
       end,
     }
   end
-  -- the spread over dims with a correction: sum((x - mean)^2) / max(n - correction, 0)
-  local function var(t, dim, correction, keepdim)
+  -- the spread over dims with a correction: sum((x - mean)^2) / max(n - correction, 0),
+  -- computed in float32 for half inputs; `post` (sqrt for std) runs before the one rounding
+  local function var(t, dim, correction, keepdim, post)
     if not is_float(t) then err('var: expected a floating point tensor, got %s', t.dtype) end
     local n = 1
     if dim == nil or (type(dim) == 'table' and #dim == 0) then
@@ -218,11 +219,11 @@ function M.rows(torch)
     local work = (t.dtype == 'float16' or t.dtype == 'bfloat16') and t:float() or t
     local dev = work - over_dims('var', engine(base.mean), work, dim, true)
     local r = over_dims('var', engine(base.sum), dev * dev, dim, keepdim) / math.max(n - correction, 0)
+    if post then r = post(r) end
     return cast(r, t.dtype)
   end
   local function std(t, dim, correction, keepdim)
-    local v = var(t, dim, correction, keepdim)
-    return v:sqrt()
+    return var(t, dim, correction, keepdim, function(v) return v:sqrt() end)
   end
   local function with_mean(fn)
     return function(t, dim, correction, keepdim)
