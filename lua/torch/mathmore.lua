@@ -378,7 +378,8 @@ function M.install(torch)
     norm = norm:clamp(0)
     local dev = x - mean
     local c = (w and dev * w or dev):matmul(dev:t()) / norm
-    return t:dim() < 2 and c:reshape({}) or c
+    -- one variable (a 1-D input, or one row) gives a 0-dim result, as PyTorch's squeeze
+    return x:size(1) == 1 and c:reshape({}) or c
   end
   both('cov', cov)
   both('corrcoef', function(t)
