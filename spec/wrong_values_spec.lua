@@ -113,3 +113,41 @@ describe('searchsorted and bucketize of NaN', function()
     assert.are.same({ 5, 1, 4 }, torch.searchsorted(seq, torch.tensor({ 0 / 0, 0, 3.5 }), { right = true }):tolist())
   end)
 end)
+
+-- once refused where PyTorch 1.13 computes (shapes as PyTorch 1.13 gives them)
+describe('empty batches', function()
+  local nn = require 'nn'
+  it('run through RNN, GRU and LSTM', function()
+    for _, kind in ipairs { 'RNN', 'GRU', 'LSTM' } do
+      local m = nn[kind](3, 4)
+      local y, h = m(torch.zeros(5, 0, 3))
+      assert.are.same({ 5, 0, 4 }, y:size():totable(), kind)
+      assert.are.same({ 1, 0, 4 }, (kind == 'LSTM' and h[1] or h):size():totable(), kind)
+    end
+    local m = nn.LSTM(3, 4, { num_layers = 2, bidirectional = true, batch_first = true })
+    local x = torch.zeros(0, 5, 3, { requires_grad = true })
+    local y, hc = m(x)
+    assert.are.same({ 0, 5, 8 }, y:size():totable())
+    assert.are.same({ 4, 0, 4 }, hc[2]:size():totable())
+    ;(y:sum() + hc[1]:sum()):backward()
+    assert.are.same({ 0, 5, 3 }, x.grad:size():totable())
+    assert.are.equal(0, m.weight_ih_l0.grad:abs():sum():item())
+    -- a sequence of no steps stays an error, as PyTorch's
+    local ok, err = pcall(m, torch.zeros(2, 0, 3))
+    assert.is_false(ok)
+    assert.matches('at least one step', err)
+  end)
+  it('give cross_entropy with label_smoothing a gradient', function()
+    for _, reduction in ipairs { 'mean', 'sum', 'none' } do
+      local x = torch.zeros(0, 3, { requires_grad = true })
+      local l = F.cross_entropy(x, torch.zeros(0):long(), { label_smoothing = 0.1, reduction = reduction })
+      l:sum():backward()
+      assert.are.same({ 0, 3 }, x.grad:size():totable(), reduction)
+      if reduction == 'mean' then assert.is_true(is_nan(l:item())) end   -- PyTorch: nan
+      if reduction == 'sum' then assert.are.equal(0, l:item()) end
+    end
+    local x = torch.zeros(0, 3, { requires_grad = true })
+    F.cross_entropy(x, torch.zeros(0, 3), { label_smoothing = 0.1 }):backward()
+    assert.are.same({ 0, 3 }, x.grad:size():totable())
+  end)
+end)
