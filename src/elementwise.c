@@ -400,9 +400,10 @@ dp_tensor *dp_where(dp_tensor *cond, dp_tensor *a, dp_tensor *b)
 
 /* Refuses in-place writes autograd depends on, and writes to a tensor whose elements share
  * memory (an expanded view): the result would depend on the order of the writes, and on a
- * GPU the writes race. */
+ * GPU the writes race.  A view with no elements shares nothing. */
 static int expand_check(dp_tensor *self, const char *op)
 {
+    if (dp_numel(self) == 0) return 0;
     for (int d = 0; d < self->ndim; d++)
         if (self->strides[d] == 0 && self->sizes[d] > 1)
             return dp_error("unsupported operation: more than one element of the written-to tensor refers to a single "

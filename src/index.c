@@ -456,7 +456,7 @@ static int scatter_raw(dp_tensor *dst, const layout *l, const int64_t *strides, 
 static int put_in_place(dp_tensor *t, const plan *p, dp_tensor *values, bool add, const char *op)
 {
     if (dp_check_inplace(t, op)) return -1;
-    for (int d = 0; d < t->ndim; d++)
+    for (int d = 0; d < t->ndim && dp_numel(t) > 0; d++)
         if (t->strides[d] == 0 && t->sizes[d] > 1)
             return dp_error("unsupported operation: more than one element of the written-to tensor refers to a single "
                             "memory location (%s on an expanded view). Please clone() the tensor before performing the "

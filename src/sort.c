@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "half.h"
 #include "internal.h"
 
 /* ---------------------------------------------------------------- layout */
@@ -320,9 +321,26 @@ dp_tensor *dp_median(dp_tensor *t, int dim, bool keepdim, dp_tensor **indices)
     return r;
 }
 
-/* mode: on the host (rows sorted ascending; the longest run wins, the first such run on
- * ties, i.e. the smallest value; its index is that value's last occurrence, as PyTorch's
- * CPU kernel gives) */
+/* whether two sorted elements belong to one run of mode: floats compare as numbers (-0
+ * equals 0, a NaN equals nothing, as PyTorch's kernel compares), integers and bools bit
+ * for bit */
+static bool mode_same(int dtype, const char *a, const char *b, int64_t es)
+{
+    switch (dtype) {
+    case DP_FLOAT32: return *(const float *)a == *(const float *)b;
+    case DP_FLOAT64: return *(const double *)a == *(const double *)b;
+    case DP_FLOAT16: return dp_f16_to_float(*(const uint16_t *)a) == dp_f16_to_float(*(const uint16_t *)b);
+    case DP_BFLOAT16: return dp_bf16_to_float(*(const uint16_t *)a) == dp_bf16_to_float(*(const uint16_t *)b);
+    default: return !memcmp(a, b, (size_t)es);
+    }
+}
+
+/* mode: on the host (rows sorted ascending, NaNs last; the longest run wins, the first such
+ * run on ties, i.e. the smallest value; its index is the run's last occurrence, as
+ * PyTorch's CPU kernel gives, and the value the element there, so that of -0 and 0 the one
+ * at that index comes back).  A NaN is a run of its own: the mode is NaN only when every
+ * element is.  (PyTorch 1.13 sorts NaNs with a comparison that is no ordering, and can
+ * return NaN for {NaN, 1, NaN, 1, 2}; the mode there is 1.) */
 static int mode_rows(int dtype, int64_t rows, int64_t n, const void *x, void *val, int64_t *idx)
 {
     int64_t es = (int64_t)dp_dtype_size(dtype);
@@ -337,9 +355,12 @@ static int mode_rows(int dtype, int64_t rows, int64_t n, const void *x, void *va
         const int64_t *ix = si + r * n;
         int64_t best = 0, best_len = 0, best_at = 0;
         for (int64_t i = 0; i < n;) {
-            int64_t j = i + 1, last = ix[i];
-            while (j < n && !memcmp(v + j * es, v + i * es, (size_t)es)) { if (ix[j] > last) last = ix[j]; j++; }
-            if (j - i > best_len) { best_len = j - i; best = i; best_at = last; }
+            int64_t j = i + 1, last = ix[i], last_pos = i;
+            while (j < n && mode_same(dtype, v + j * es, v + i * es, es)) {
+                if (ix[j] > last) { last = ix[j]; last_pos = j; }
+                j++;
+            }
+            if (j - i > best_len) { best_len = j - i; best = last_pos; best_at = last; }
             i = j;
         }
         memcpy((char *)val + r * es, v + best * es, (size_t)es);
@@ -411,28 +432,41 @@ done:
 /* Releases the n tensors of ts (NULL entries are fine). */
 static void release_all(dp_tensor **ts, int n) { for (int i = 0; i < n; i++) dp_tensor_release(ts[i]); }
 
-/* cumprod's gradient, zeros handled as PyTorch's cumprod_backward: where x != 0 it is
- * rcumsum(g * y) / x; at the first zero of a row it is rcumsum(g * y1) with y1 the cumprod
- * of x with that zero replaced by 1; after it, 0. */
+/* cumprod's gradient as PyTorch's cumprod_backward computes it (one element along dim:
+ * g itself).  Before the first zero z1 of a row, rcumsum(g * y) / x, the sum taken over
+ * the positions before z1 only; at z1, the product of x before it times the sum over the
+ * row of g * q, where g is kept on [z1, z2) (z2 the second zero) and q is the cumprod of x
+ * kept on (z1, z2), 1 elsewhere; after z1, 0.  The positions left out are left out, not
+ * multiplied by 0, so that a NaN or inf there does not reach the others (x = {0, NaN, 2}
+ * with g = {1, 0, 0} gives {NaN, 0, 0}, as PyTorch). */
 static dp_tensor *cumprod_grad(dp_tensor *g, dp_tensor *x, dp_tensor *y, int dim, bool reverse)
 {
-    enum { GY, RG, NZ, FAST, Z, ZC, FIRSTZ, ONE, X1, Y1, GY1, RG1, ZERO, SLOW, NT };
+    if (dp_numel(x) <= 1 || (x->ndim && x->sizes[dim] == 1)) { dp_tensor_retain(g); return g; }
+    enum { GY, Z, ZC, P0, Z1, FIRSTZ, NOTF, MID, ZERO, ONE, W0, RG0, FAST, XP, PRE, XQ, Q, GZ, GQ, S, AT, SLOW, NT };
     dp_tensor *v[NT] = { 0 };
     v[GY] = dp_binary(DP_MUL, g, y);
-    v[RG] = v[GY] ? dp_scan(DP_CUMSUM, v[GY], dim, !reverse, NULL) : NULL;
-    v[Z] = v[RG] ? dp_binary_scalar(DP_EQ, x, 0, false) : NULL;
-    v[FAST] = v[Z] ? dp_binary(DP_DIV, v[RG], x) : NULL;
-    v[ZC] = v[FAST] ? NO_GRAD(dp_scan(DP_CUMSUM, v[Z], dim, reverse, NULL)) : NULL;
-    v[NZ] = v[ZC] ? dp_binary_scalar(DP_EQ, v[ZC], 1, false) : NULL;
-    v[FIRSTZ] = v[NZ] ? dp_binary(DP_MUL, v[NZ], v[Z]) : NULL;   /* bool * bool: and */
-    v[ONE] = v[FIRSTZ] ? dp_ones(0, NULL, x->dtype, x->device) : NULL;
-    v[X1] = v[ONE] ? dp_where(v[FIRSTZ], v[ONE], x) : NULL;
-    v[Y1] = v[X1] ? dp_scan(DP_CUMPROD, v[X1], dim, reverse, NULL) : NULL;
-    v[GY1] = v[Y1] ? dp_binary(DP_MUL, g, v[Y1]) : NULL;
-    v[RG1] = v[GY1] ? dp_scan(DP_CUMSUM, v[GY1], dim, !reverse, NULL) : NULL;
-    v[ZERO] = v[RG1] ? dp_zeros(0, NULL, x->dtype, x->device) : NULL;
-    v[SLOW] = v[ZERO] ? dp_where(v[FIRSTZ], v[RG1], v[ZERO]) : NULL;
-    dp_tensor *r = v[SLOW] ? dp_where(v[Z], v[SLOW], v[FAST]) : NULL;
+    v[Z] = v[GY] ? dp_binary_scalar(DP_EQ, x, 0, false) : NULL;
+    v[ZC] = v[Z] ? NO_GRAD(dp_scan(DP_CUMSUM, v[Z], dim, reverse, NULL)) : NULL;
+    v[P0] = v[ZC] ? dp_binary_scalar(DP_EQ, v[ZC], 0, false) : NULL;
+    v[Z1] = v[P0] ? dp_binary_scalar(DP_EQ, v[ZC], 1, false) : NULL;
+    v[FIRSTZ] = v[Z1] ? dp_binary(DP_MUL, v[Z1], v[Z]) : NULL;        /* bool * bool: and */
+    v[NOTF] = v[FIRSTZ] ? dp_binary_scalar(DP_EQ, v[FIRSTZ], 0, false) : NULL;
+    v[MID] = v[NOTF] ? dp_binary(DP_MUL, v[Z1], v[NOTF]) : NULL;      /* (z1, z2) */
+    v[ZERO] = v[MID] ? dp_zeros(0, NULL, x->dtype, x->device) : NULL;
+    v[ONE] = v[ZERO] ? dp_ones(0, NULL, x->dtype, x->device) : NULL;
+    v[W0] = v[ONE] ? dp_where(v[P0], v[GY], v[ZERO]) : NULL;
+    v[RG0] = v[W0] ? dp_scan(DP_CUMSUM, v[W0], dim, !reverse, NULL) : NULL;
+    v[FAST] = v[RG0] ? dp_binary(DP_DIV, v[RG0], x) : NULL;
+    v[XP] = v[FAST] ? dp_where(v[P0], x, v[ONE]) : NULL;
+    v[PRE] = v[XP] ? dp_scan(DP_CUMPROD, v[XP], dim, reverse, NULL) : NULL;   /* at z1: prod of x before it */
+    v[XQ] = v[PRE] ? dp_where(v[MID], x, v[ONE]) : NULL;
+    v[Q] = v[XQ] ? dp_scan(DP_CUMPROD, v[XQ], dim, reverse, NULL) : NULL;
+    v[GZ] = v[Q] ? dp_where(v[Z1], g, v[ZERO]) : NULL;
+    v[GQ] = v[GZ] ? dp_binary(DP_MUL, v[GZ], v[Q]) : NULL;
+    v[S] = v[GQ] ? dp_reduce(DP_SUM, v[GQ], dim, true, NULL) : NULL;
+    v[AT] = v[S] ? dp_binary(DP_MUL, v[PRE], v[S]) : NULL;
+    v[SLOW] = v[AT] ? dp_where(v[FIRSTZ], v[AT], v[ZERO]) : NULL;
+    dp_tensor *r = v[SLOW] ? dp_where(v[P0], v[FAST], v[SLOW]) : NULL;
     release_all(v, NT);
     return r;
 }

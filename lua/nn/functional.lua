@@ -96,6 +96,10 @@ require('nn.functional_grid').install(F)
 require('nn.losses_more').install(F)
 -- the ops whose arguments come from lua/torch/signatures.lua
 require('torch.signatures').install_functional(F)
+-- the compositions that compute float16 and bfloat16 in float32 and round once
+-- (lua/torch/half.lua)
+local half = require 'torch.half'
+half.wrap(F, half.FUNCTIONAL)
 -- autocast's casts (lua/torch/amp.lua), last: they wrap what the lines above installed
 require('torch.amp').install_ops(F)
 

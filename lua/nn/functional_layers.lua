@@ -207,6 +207,11 @@ function M.rms_norm(x, normalized_shape, weight, eps)
   check_trailing('rms_norm', x, shape)
   if eps == nil then eps = finfo_eps[x.dtype] end
   check_number('rms_norm', 'eps', eps)
+  -- float16 and bfloat16 compute in float32 (x^2 leaves float16's range past 256) and
+  -- round once at the end
+  local dtype = x.dtype
+  local half = dtype == 'float16' or dtype == 'bfloat16'
+  if half then x = x:float() end
   local lead = {}
   for i = 1, x:dim() - #shape do lead[i] = x:size(i) end
   lead[#lead + 1] = -1
@@ -218,8 +223,9 @@ function M.rms_norm(x, normalized_shape, weight, eps)
     if weight:size() ~= torch.Size(shape) then
       utils.error(('rms_norm: weight has shape %s but normalized_shape is %s'):format(utils.shape(weight), shape_str(shape)))
     end
-    y = y * weight
+    y = y * ((half and weight.dtype == dtype) and weight:float() or weight)
   end
+  if half and y.dtype == 'float32' then y = y:to(dtype) end
   return y
 end
 

@@ -397,7 +397,7 @@ function M.instance_norm(x, opts)
   check(who, x)
   local o = utils.options(who, opts, { running_mean = false, running_var = false, weight = false, bias = false,
                                        use_input_stats = true, momentum = 0.1, eps = 1e-5 })
-  check_float(who, x)
+  if not torch.FLOAT_DTYPES[x.dtype] then fail('%s: expected a floating point input, got %s', who, x.dtype) end
   if x:dim() < 3 then
     fail('%s: expected an input [N, C, *] with at least 3 dims, got shape %s', who, utils.shape(x))
   end
@@ -412,12 +412,18 @@ function M.instance_norm(x, opts)
   check_number(who, 'momentum', o.momentum); check_number(who, 'eps', o.eps)
   local shape = { 1, c }
   for _ = 3, x:dim() do shape[#shape + 1] = 1 end
+  -- float16 and bfloat16 compute in float32 and round once at the end
+  local dtype = x.dtype
+  local half = dtype == 'float16' or dtype == 'bfloat16'
+  local function work(t) return (half and t.dtype == dtype) and t:float() or t end
+  local input = x
+  x = work(x)
   local y
   if o.use_input_stats then
     local planes = x:reshape(n, c, -1)
     local m = planes:size(3)
     if m <= 1 then
-      fail('%s: expected more than 1 spatial element when training, got input size %s', who, utils.shape(x))
+      fail('%s: expected more than 1 spatial element when training, got input size %s', who, utils.shape(input))
     end
     local mean = planes:mean(3, true)
     local centered = planes - mean
@@ -426,10 +432,12 @@ function M.instance_norm(x, opts)
     if o.running_mean or o.running_var then
       torch.no_grad(function()
         if o.running_mean then
-          o.running_mean:mul_(1 - o.momentum):add_(mean:detach():reshape(n, c):mean(1):mul(o.momentum))
+          local step = mean:detach():reshape(n, c):mean(1):mul(o.momentum)
+          o.running_mean:mul_(1 - o.momentum):add_(step:to(o.running_mean.dtype))
         end
         if o.running_var then
-          o.running_var:mul_(1 - o.momentum):add_(var:detach():reshape(n, c):mean(1):mul(o.momentum * m / (m - 1)))
+          local step = var:detach():reshape(n, c):mean(1):mul(o.momentum * m / (m - 1))
+          o.running_var:mul_(1 - o.momentum):add_(step:to(o.running_var.dtype))
         end
       end)
     end
@@ -437,10 +445,11 @@ function M.instance_norm(x, opts)
     if not (o.running_mean and o.running_var) then
       fail('%s: Expected running_mean and running_var to be defined when use_input_stats is false', who)
     end
-    y = (x - o.running_mean:reshape(shape)) * (o.running_var:reshape(shape) + o.eps):rsqrt()
+    y = (x - work(o.running_mean):reshape(shape)) * (work(o.running_var):reshape(shape) + o.eps):rsqrt()
   end
-  if o.weight then y = y * o.weight:reshape(shape) end
-  if o.bias then y = y + o.bias:reshape(shape) end
+  if o.weight then y = y * work(o.weight):reshape(shape) end
+  if o.bias then y = y + work(o.bias):reshape(shape) end
+  if half and y.dtype == 'float32' then y = y:to(dtype) end
   return y
 end
 

@@ -373,11 +373,16 @@ function F.interpolate(x, opts)
       local W0 = torch.tensor(w0, { dtype = x.dtype, device = x.device }):view(shape)
       local W1 = torch.tensor(w1, { dtype = x.dtype, device = x.device }):view(shape)
       y = y:index_select(d, index_tensor(i0, x.device)) * W0 + y:index_select(d, index_tensor(i1, x.device)) * W1
-    elseif m ~= n then
+    elseif m ~= n or (scales[i] and nsp == 1) then
+      -- PyTorch's source index floor(j * scale) in float32, scale = 1 / scale_factor when
+      -- one was given and is not recomputed (1.7 over 5 elements gives 8 that repeat
+      -- 1 1 2 2 3 3 4 5, and 1.3 over 2 gives 1 1), else input size / output size.
+      -- PyTorch 1.13's 2-D kernel takes two shortcuts that its 1-D kernel does not: an
+      -- output as long as the input copies it, one twice as long repeats each element twice
       local idx = {}
       local scale = to_float32(scales[i] and 1 / scales[i] or n / m)
       for j = 0, m - 1 do
-        local s = m == 2 * n and j // 2 or math.floor(to_float32(j * scale))
+        local s = (nsp == 2 and m == 2 * n) and j // 2 or math.floor(to_float32(j * scale))
         idx[j + 1] = math.min(s, n - 1) + 1
       end
       y = y:index_select(d, index_tensor(idx, x.device))

@@ -362,7 +362,8 @@ function RNNBase:forward(x, hx)
     utils.error(('%s: expected input of shape [%s, %d] or unbatched [seq, %d], got %s'):format(name,
       self.batch_first and 'batch, seq' or 'seq, batch', self.input_size, self.input_size, utils.shape(x)))
   end
-  if x:size(1) == 0 or (batched and x:size(2) == 0) then
+  -- a batch of 0 sequences is fine (empty outputs, as PyTorch's); a sequence of 0 steps is not
+  if x:size((batched and self.batch_first) and 2 or 1) == 0 then
     utils.error(('%s: expected a sequence of at least one step, got input of shape %s'):format(name, utils.shape(x)))
   end
   if not batched then

@@ -226,6 +226,9 @@ function Generator:initial_seed() return self.seed end
 
 -- every op's arguments parsed from its signature (before amp, whose autocast wraps them)
 require('torch.signatures').install(torch)
+-- the compositions that compute float16 and bfloat16 in float32 and round once
+local half = require 'torch.half'
+half.wrap(torch, half.TORCH, torch.Tensor)
 -- Torch7's function forms and result-tensor forms, around the parsed ops
 require('torch.torch7').install(torch)
 

@@ -2,7 +2,7 @@
 -- comparisons and elementwise (isclose, heaviside, floor_divide, logaddexp, logaddexp2,
 -- copysign, nextafter, deg2rad, rad2deg, clip, float_power, true_divide, addcmul,
 -- addcdiv, frexp, ldexp, polygamma (the op table's row), mvlgamma), reductions (count_nonzero, nansum, nanmean, amax, amin, aminmax,
--- std_mean, var_mean, quantile, nanquantile, cov, corrcoef), distances
+-- std_mean, var_mean, quantile, nanquantile, cov, corrcoef, nanmedian), distances
 -- (torch.cosine_similarity, torch.pairwise_distance), shapes (block_diag, cartesian_prod,
 -- combinations, diff, kron, vander, dstack, column_stack, row_stack, swapaxes, swapdims,
 -- broadcast_to, broadcast_tensors, broadcast_shapes, atleast_1d/2d/3d, meshgrid, renorm)
@@ -378,7 +378,8 @@ function M.install(torch)
     norm = norm:clamp(0)
     local dev = x - mean
     local c = (w and dev * w or dev):matmul(dev:t()) / norm
-    return t:dim() < 2 and c:reshape({}) or c
+    -- one variable (a 1-D input, or one row) gives a 0-dim result, as PyTorch's squeeze
+    return x:size(1) == 1 and c:reshape({}) or c
   end
   both('cov', cov)
   both('corrcoef', function(t)
@@ -388,6 +389,31 @@ function M.install(torch)
     c = c / d:unsqueeze(2) / d:unsqueeze(1)
     return c:clamp(-1, 1)
   end)
+
+  -- nanmedian([dim [, keepdim]]) (also {dim=, keepdim=}): the lower median of the values
+  -- that are not NaN (NaN where all are); with dim, the values and their 1-based indices
+  -- (among equal values, the first in the stable sort).  Where every value is NaN the
+  -- index is the first one's (PyTorch 1.13's is wherever its partial sort left a NaN).
+  local function nanmedian(t, dim, keepdim)
+    if type(dim) == 'table' then dim, keepdim = dim.dim, dim.keepdim end
+    if type(keepdim) == 'table' then keepdim = keepdim.keepdim end
+    local whole = dim == nil
+    local x = whole and t:reshape(-1) or (t:dim() == 0 and t:reshape(1) or t)
+    local d = whole and 1 or dim_of('nanmedian', t, dim)
+    if x:size(d) == 0 then
+      error(('nanmedian: expected a non-empty dimension %d, got shape [%s]')
+        :format(d, table.concat(t:size():totable(), ', ')), 2)
+    end
+    local sorted, order = x:sort(d, { stable = true })
+    local count = x:eq(x):long():sum(d, true)
+    local k = ((count - 1):clamp(0):double() / 2):floor():long() + 1
+    local value, index = sorted:gather(d, k), order:gather(d, k)
+    if whole then return value:reshape({}) end
+    if t:dim() == 0 then return value:reshape({}), index:reshape({}) end
+    if not keepdim then value, index = value:squeeze(d), index:squeeze(d) end
+    return value, index
+  end
+  both('nanmedian', nanmedian)
 
   -- ---------------------------------------------------------------- distances
 

@@ -585,17 +585,20 @@ function M.install(torch)
 
   -- searchsorted(sorted_sequence, values [, {right=false}]): for each value, the 1-based
   -- position where inserting it keeps the sequence (its last dim) sorted: 1 + the count of
-  -- elements < value (<= with right)
+  -- elements < value (<= with right).  NaN sorts last, as sort puts it: a NaN value goes
+  -- after every number (PyTorch 1.13 agrees, but puts a number after the NaNs at the end of
+  -- a sequence, which leaves it unsorted)
   torch.searchsorted = function(seq, values, opts)
     local right = type(opts) == 'table' and (opts.right or opts.side == 'right') or false
     local scalar = not torch.is_tensor(values)
     if scalar then values = torch.tensor({ values }, { dtype = seq.dtype, device = seq.device }) end
-    local cmp
-    if seq:dim() == 1 then
-      local v = values:unsqueeze(-1)
-      cmp = right and seq:le(v) or seq:lt(v)
-    else
-      cmp = right and seq:unsqueeze(-2):le(values:unsqueeze(-1)) or seq:unsqueeze(-2):lt(values:unsqueeze(-1))
+    local s = seq:dim() == 1 and seq or seq:unsqueeze(-2)
+    local v = values:unsqueeze(-1)
+    local cmp = right and s:le(v) or s:lt(v)
+    if torch.FLOAT_DTYPES[s.dtype] or torch.FLOAT_DTYPES[v.dtype] then
+      -- everything is <= NaN; every number is < NaN
+      local vnan = v:ne(v)
+      cmp = cmp:logical_or(right and vnan or vnan:logical_and(s:eq(s)))
     end
     local r = cmp:long():sum(-1) + 1
     if scalar then return r:reshape({}) end
