@@ -71,12 +71,17 @@ local NAMED = {
   ['length int'] = 1, ['shifts int[]'] = { 1 }, ['other Tensor|Scalar'] = 2, ['src Tensor|Scalar'] = 2,
   ['src Tensor'] = sample_tensor,
   ['bins int|Tensor'] = 4,
+  ['other Tensor'] = sample_tensor, ['weight Tensor'] = function() return torch.tensor({ 0.25, 0.5 }) end,
+  ['normalized_shape int[]'] = { 4 }, ['num_groups int'] = 2, ['upscale_factor int'] = 1,
+  ['downscale_factor int'] = 1,
   ['input Tensor'] = function() return torch.arange(0, 16):float():reshape(1, 2, 2, 4) end,
 }
 
 -- the positional arguments to call an op with, where its required ones are not enough
 local BASE_ARGS = {
   interpolate = function() return { torch.arange(0, 16):float():reshape(1, 2, 2, 4), 3 } end,
+  one_hot = function() return { torch.tensor({ 1, 3, 2 }) } end,
+  cross = function() return { torch.ones(2, 3), torch.arange(0, 6):float():reshape(2, 3) } end,
 }
 
 local function sample_of(p)

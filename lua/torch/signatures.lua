@@ -22,7 +22,7 @@ function M.rows(torch)
                           'floor_divide', 'cat', 'stack', 'squeeze', 'unsqueeze', 'flatten', 'transpose',
                           'narrow', 'select', 'split', 'chunk', 'tensor_split', 'unbind', 'tril', 'triu',
                           'flip', 'roll', 'diagonal', 'repeat_interleave', 'index_select', 'gather',
-                          'scatter', 'scatter_add', 'scatter_reduce' } do
+                          'scatter', 'scatter_add', 'scatter_reduce', 'allclose', 'cross' } do
     base[name] = rawget(Tensor, name) or torch[name]
     assert(base[name], name)
   end
@@ -258,7 +258,7 @@ function M.rows(torch)
         if bins:dim() ~= 1 or bins:numel() < 2 then
           err('histogram: bins as a tensor must be 1-D with at least 2 edges, got shape [%s]', table.concat(bins:size():totable(), ', '))
         end
-        edges = bins:to(t.dtype)
+        edges = bins:to(t.dtype):clone()
       else
         if bins < 1 then err('histogram: bins must be > 0, got %d', bins) end
         local lo, hi
@@ -352,6 +352,27 @@ function M.rows(torch)
       return M.fbase.interpolate(x, { size = size, scale_factor = scale_factor, mode = mode,
                                       align_corners = align_corners, recompute_scale_factor = recompute })
     end, 'F')
+
+  -- nn.functional's layers and shuffles, with their arguments by PyTorch's names
+  row('layer_norm', 'layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05)',
+    function(x, shape, w, b, eps) return M.fbase.layer_norm(x, shape, w, b, eps) end, 'F')
+  row('group_norm', 'group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, float eps=1e-05)',
+    function(x, g, w, b, eps) return M.fbase.group_norm(x, g, w, b, eps) end, 'F')
+  row('prelu', 'prelu(Tensor input, Tensor weight)', function(x, w) return M.fbase.prelu(x, w) end, 'F')
+  row('pixel_shuffle', 'pixel_shuffle(Tensor input, int upscale_factor)',
+    function(x, r) return M.fbase.pixel_shuffle(x, r) end, 'F')
+  row('pixel_unshuffle', 'pixel_unshuffle(Tensor input, int downscale_factor)',
+    function(x, r) return M.fbase.pixel_unshuffle(x, r) end, 'F')
+  row('one_hot', 'one_hot(Tensor input, int num_classes=-1)', function(t, n) return M.fbase.one_hot(t, n) end, 'F')
+
+  -- ---------------------------------------------------------------- comparisons
+  row('allclose', 'allclose(Tensor self, Tensor other, float rtol=1e-05, float atol=1e-08, bool equal_nan=False)',
+    function(a, b, rtol, atol, equal_nan)
+      if rtol < 0 or atol < 0 then err('allclose: rtol and atol must be >= 0, got %s and %s', rtol, atol) end
+      if equal_nan then return torch.isclose(a, b, { rtol = rtol, atol = atol, equal_nan = true }):all():item() end
+      return base.allclose(a, b, rtol, atol)
+    end)
+  row('cross', 'cross(Tensor self, Tensor other, dim? dim=None)', function(a, b, dim) return base.cross(a, b, dim) end)
 
   -- ---------------------------------------------------------------- elementwise
   -- div(other, {rounding_mode = 'trunc' | 'floor'}): true division, or rounded toward 0 / -inf
@@ -464,7 +485,12 @@ function M.rows(torch)
   row('select', 'select(Tensor self, dim dim, int index)', function(t, dim, i) return base.select(t, dim, i) end)
   row('tril', 'tril(Tensor self, int diagonal=0)', function(t, k) return base.tril(t, k) end)
   row('triu', 'triu(Tensor self, int diagonal=0)', function(t, k) return base.triu(t, k) end)
-  row('flip', 'flip(Tensor self, dims dims)', function(t, dims) return base.flip(t, dims) end)
+  -- (a copy, as PyTorch's, also where no dim has more than one element)
+  row('flip', 'flip(Tensor self, dims dims)', function(t, dims)
+    local r = base.flip(t, dims)
+    if rawequal(r, t) then r = t:clone() end
+    return r
+  end)
   row('roll', 'roll(Tensor self, int[] shifts, dims? dims=None)', function(t, shifts, dims)
     if type(dims) == 'table' and #dims == 0 then dims = nil end
     if dims == nil and type(shifts) == 'table' and #shifts ~= 1 then
@@ -478,6 +504,7 @@ function M.rows(torch)
   row('repeat_interleave', 'repeat_interleave(Tensor self, Tensor|int[] repeats, dim? dim=None, *, int? output_size=None)',
     function(t, repeats, dim, output_size)
       local r = base.repeat_interleave(t, repeats, dim)
+      if repeats == 1 then r = r:clone() end   -- an expand by 1 would be a view of t; PyTorch copies
       if output_size ~= nil and r:size(dim and dim_of('repeat_interleave', t, dim) or 1) ~= output_size then
         err('repeat_interleave: output_size is %d, but the repeats give %d', output_size, r:size(dim or 1))
       end

@@ -267,10 +267,10 @@ function M.install(torch)
   end
   -- torch.cross(res, a, b [, dim]) and torch.cat(res, a, b [, dim]) / torch.cat(res, {...} [, dim])
   local cross = torch.cross
-  function torch.cross(a, b, c, ...)
+  torch.cross = keep(function(a, b, c, ...)
     if is_tensor(a) and is_tensor(b) and is_tensor(c) then return into(a, cross(b, c, ...)) end
     return cross(a, b, c, ...)
-  end
+  end, cross)
   local cat = torch.cat
   torch.cat = keep(function(a, b, c, d)
     if is_tensor(a) and type(b) == 'table' and not is_tensor(b) then return into(a, cat(b, c)) end
