@@ -310,8 +310,9 @@ fuzz: all
 	BUILD=$(BUILD) tools/fuzz/fuzz --seed $(SEED) --seconds $(SECONDS)
 .PHONY: fuzz
 
-# dplua against PyTorch's own op database (tools/conformance; about a minute): prints the
-# table op by op, writes doc/conformance.md and $(BUILD)/conformance/findings.json.
+# dplua against PyTorch's own op and module databases (tools/conformance; about a minute and
+# a half): prints the table op by op and module by module, writes doc/conformance.md and
+# $(BUILD)/conformance/findings.json.
 # Not part of `make test` (spec/conformance_spec.lua runs a subset of it there).
 SAMPLES ?= 5
 conformance: all

@@ -37,6 +37,24 @@ variant: 'max.reduction_with_dim'; the longer key wins):
                   check where PyTorch's own answer depends on the input's strides
   random          True: the values are random draws (only dtype and shape are compared)
   no_grad         why gradients are not compared
+
+The module part (moduledb.py, PyTorch's module_db) is keyed here by the ModuleInfo's name
+('nn.Linear', 'ao.nn.quantized.MaxPool2d').  A module is made as nn.NAME (NAME: the class
+of the ModuleInfo) with the constructor's arguments spelled as a call's: a positional
+argument stays positional, a keyword argument for a parameter that has no default in
+PyTorch's signature (MultiheadAttention(embed_dim=3, num_heads=3)) goes to its position,
+every other keyword argument into the options table in last position (a None one is left
+out), a function argument (activation=F.gelu) is dplua's nn.functional.NAME; the forward's
+arguments the same way.  Its rules:
+
+  untranslatable  why the module's inputs cannot be written in dplua
+  lua             the dplua constructor to call instead of nn.NAME
+  args            {constructor argument name: kind} (ARG_KINDS apply too)
+  forward_args    {forward argument name: kind}: 'index' for tensors of class indices
+  index_out       the positions (0-based, in the forward's outputs flattened in order)
+                  of outputs that are indices
+  required        the names of the constructor's parameters without a default, in order,
+                  for a class whose __init__ is (*args, **kwargs)
 """
 
 # The kinds of argument names, for every op.
@@ -178,4 +196,14 @@ RULES = {
     'native_batch_norm': {'untranslatable': 'an aten op without a Python function'},
     'stft': {'untranslatable': 'complex dtypes'},
     'istft': {'untranslatable': 'complex dtypes'},
+
+    # ---- modules (common_modules.module_db): class indices are 1-based in dplua
+    'nn.Embedding': {'args': {'padding_idx': 'index'}, 'forward_args': {'input': 'index'}},
+    'nn.NLLLoss': {'args': {'ignore_index': 'index'}, 'forward_args': {'target': 'index'}},
+    'nn.CrossEntropyLoss': {'args': {'ignore_index': 'index'}, 'forward_args': {'target': 'index'}},
+    'ao.nn.quantized.MaxPool2d': {'index_out': [1]},      # the class is nn.MaxPool2d itself
+    # RNNBase.__init__(mode, input_size, hidden_size, ...) behind (*args, **kwargs)
+    'nn.RNN': {'required': ['input_size', 'hidden_size']},
+    'nn.GRU': {'required': ['input_size', 'hidden_size']},
+    'nn.LSTM': {'required': ['input_size', 'hidden_size']},
 }

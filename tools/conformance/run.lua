@@ -15,6 +15,14 @@
 --   done I
 -- A case with no fail line agrees with PyTorch.  Each case runs under pcall, on fresh
 -- tensors, so one case's error or in-place write cannot touch another.
+--
+-- A case with a `ctor` field is one of PyTorch's module inputs (tools/conformance/moduledb.py):
+-- the module is made, its state_dict compared with PyTorch's (names, dtypes, shapes) and
+-- loaded with PyTorch's values, the forward run and compared, then the state_dict after the
+-- forward and the gradients of the parameters and floating inputs.  Its KIND is missing,
+-- refused, wrong, statewrong (state_dict names, order, dtypes, shapes or values after the
+-- forward), gradwrong or gradrefused; every difference found is in MSG, the first's kind
+-- is the case's.
 local torch = require 'torch'
 
 local here = debug.getinfo(1, 'S').source:match('^@(.*)/[^/]*$') or 'tools/conformance'
@@ -157,7 +165,158 @@ local function backward(case)
   return 'gradrefused', one_line(err)
 end
 
+
+-- ---------------------------------------------------------------- module cases
+
+-- A name as PyTorch spells it: the numbers of dotted parts count from 0 ("layers.0.w").
+local function pytorch_name(name)
+  return (('.' .. name .. '.'):gsub('%.(%d+)%f[.]', function(n) return '.' .. (tonumber(n) - 1) end):sub(2, -2))
+end
+
+local function names_of(iter)
+  local out = {}
+  for name in iter do out[#out + 1] = pytorch_name(name) end
+  return out
+end
+
+local function shape_str(t)
+  local s = {}
+  local size = t:size()
+  for i = 1, #size do s[i] = size[i] end
+  return compare.list_str(s, 99)
+end
+
+-- Differences between a state_dict (PyTorch's names) and PyTorch's records of one: the
+-- names, then the dtype and shape of each tensor, and with values its values.
+local function state_diff(sd, recs, values)
+  local want, missing, extra = {}, {}, {}
+  for _, r in ipairs(recs) do
+    want[r.name] = r
+    if sd[r.name] == nil then missing[#missing + 1] = r.name end
+  end
+  for name in pairs(sd) do
+    if want[name] == nil then extra[#extra + 1] = tostring(name) end
+  end
+  table.sort(extra)
+  if #missing > 0 or #extra > 0 then
+    return ('state_dict keys: dplua lacks %s and has %s'):format(compare.list_str(missing, 6), compare.list_str(extra, 6))
+  end
+  for _, r in ipairs(recs) do
+    local t = sd[r.name]
+    if not torch.is_tensor(t) then return ('state_dict %s is a %s'):format(r.name, type(t)) end
+    if t.dtype ~= r.dtype then return ('state_dict %s: dtype %s, PyTorch %s'):format(r.name, t.dtype, r.dtype) end
+    if shape_str(t) ~= compare.list_str(r.shape, 99) then
+      return ('state_dict %s: shape %s, PyTorch %s'):format(r.name, shape_str(t), compare.list_str(r.shape, 99))
+    end
+    if values then
+      local ok, msg = compare.check(t, r)
+      if not ok then return ('state_dict %s after the forward: %s'):format(r.name, msg) end
+    end
+  end
+end
+
+local function order_diff(what, got, want)
+  if compare.list_str(got, 999) ~= compare.list_str(want, 999) then
+    return ('%s order: %s, PyTorch %s'):format(what, compare.list_str(got, 8), compare.list_str(want, 8))
+  end
+end
+
+-- The tensors (and nils) of a forward's results, nested tables flattened in order.
+local function flat(v, out)
+  if type(v) == 'table' and not torch.is_tensor(v) and getmetatable(v) == nil then
+    for i = 1, v.n or #v do flat(v[i], out) end
+  else
+    out[#out + 1] = v
+  end
+  return out
+end
+
+-- An error message without the position in this file (a constructor called in a tail call).
+local function module_error(err)
+  return (one_line(err):gsub('^[^:]*run%.lua:%d+: ', ''))
+end
+
+local function module_case(case)
+  local env = env_of(case, case.leaves)
+  local found = pcall(function()
+    assert(load('return ' .. case.check, 'check', 't', env)() ~= nil)
+  end)
+  if not found then return 'missing', 'dplua has no ' .. case.check end
+  local ok, m = pcall(function()
+    local m = assert(load('return ' .. case.ctor, 'ctor', 't', env))()
+    m:to(case.dtype)
+    m:train(case.mode == 'train')
+    return m
+  end)
+  if not ok then return 'refused', module_error(m) end
+  local diffs = {}
+  local function differs(kind, msg)
+    if msg then diffs[#diffs + 1] = { kind, msg } end
+  end
+  local sd = m:state_dict { to_pytorch = true }
+  local bad = state_diff(sd, case.state, false)
+  if bad then return 'statewrong', bad end                      -- PyTorch's weights cannot be copied in
+  differs('statewrong', order_diff('named_parameters', names_of(m:named_parameters()), case.params))
+  differs('statewrong', order_diff('named_buffers', names_of(m:named_buffers()), case.buffers))
+  local weights = {}
+  for _, r in ipairs(case.state) do weights[r.name] = make(r) end
+  local loaded, err = pcall(m.load_state_dict, m, weights, { from_pytorch = true })
+  if not loaded then return 'refused', 'load_state_dict: ' .. module_error(err) end
+  local outs
+  ok, err = pcall(function()
+    local args = assert(load('return ' .. case.args, 'args', 't', env))
+    outs = flat(table.pack(m(args())), {})
+  end)
+  if not ok then return 'refused', module_error(err) end
+  if #outs ~= #case.outs then
+    differs('wrong', ('%d results, PyTorch %d'):format(#outs, #case.outs))
+  else
+    for i, rec in ipairs(case.outs) do
+      local same, msg = compare.check(outs[i], rec)
+      if not same then differs('wrong', ('result %d: %s'):format(i, msg)) end
+    end
+  end
+  ok, err = pcall(function() differs('statewrong', state_diff(m:state_dict { to_pytorch = true }, case.after, true)) end)
+  if not ok then differs('refused', 'state_dict after the forward: ' .. module_error(err)) end
+  local forward_wrong = false
+  for _, d in ipairs(diffs) do forward_wrong = forward_wrong or d[1] ~= 'statewrong' end
+  if case.grads and not forward_wrong then
+    ok, err = pcall(function()
+      local loss
+      for _, c in ipairs(case.cotangents) do
+        local o = outs[c.out]
+        if not torch.is_tensor(o) or not o.requires_grad then
+          error(('result %d does not require grad (PyTorch: it does)'):format(c.out), 0)
+        end
+        local term = (o * make(c)):sum()
+        loss = loss and loss + term or term
+      end
+      loss:backward()
+    end)
+    if not ok then
+      differs('gradrefused', module_error(err))
+    else
+      local params = {}
+      for name, p in m:named_parameters() do params[pytorch_name(name)] = p end
+      for _, rec in ipairs(case.grads.params) do
+        local p = params[rec.name]
+        local same, msg = compare.check(p and p.grad, rec)
+        if not same then differs('gradwrong', ('grad of %s: %s'):format(rec.name, msg)) end
+      end
+      for _, rec in ipairs(case.grads.inputs) do
+        local same, msg = compare.check(env['a' .. rec.input].grad, rec)
+        if not same then differs('gradwrong', ('grad of input a%d: %s'):format(rec.input, msg)) end
+      end
+    end
+  end
+  if #diffs == 0 then return end
+  local msgs = {}
+  for i, d in ipairs(diffs) do msgs[i] = d[2] end
+  return diffs[1][1], table.concat(msgs, '; ')
+end
+
 local function run_case(case)
+  if case.ctor then return module_case(case) end
   if case.check then
     local env = env_of(case)
     local found = pcall(function()
