@@ -6,12 +6,12 @@ local utils = require 'nn.utils'
 
 return function(name, fn, defaults, fields, shown)
   local cls, parent = torch.class('nn.' .. name, 'nn.Module')
-  function cls:__init(kernel_size, opts)
+  -- nn.NAME(kernel_size, ...): the settings by position in PyTorch's order (fields), then
+  -- by name in an options table
+  function cls:__init(kernel_size, ...)
     parent.__init(self)
-    if opts ~= nil and (math.type(opts) == 'integer' or (type(opts) == 'table' and opts[1] ~= nil)) then
-      opts = { stride = opts }
-    end
-    local o = utils.options('nn.' .. name, opts, defaults)
+    local given = utils.positional('nn.' .. name, fields, ...)
+    local o = utils.options('nn.' .. name, given, defaults)
     if kernel_size == nil then utils.error(('nn.%s: kernel_size is required'):format(name)) end
     self.kernel_size = kernel_size
     for _, f in ipairs(fields) do self[f] = o[f] end

@@ -137,29 +137,6 @@ end
 local POSITIONAL = { 'stride', 'padding', 'dilation', 'groups', 'bias', 'padding_mode' }
 local POSITIONAL_TRANSPOSED = { 'stride', 'padding', 'output_padding', 'groups', 'bias', 'dilation', 'padding_mode' }
 
--- (stride, padding, ... [, opts]) as one options table: nn.Conv2d(1, 32, 3, 1) as PyTorch's.
--- A last table that is a list ({1, 1}) is a positional tuple, as PyTorch's
--- nn.Conv2d(1, 64, (5, 5), (1, 1), (2, 2)); only one with names is the options.
-local function positional(who, transposed, ...)
-  local n = select('#', ...)
-  local last = select(n > 0 and n or 1, ...)
-  local opts = {}
-  if n > 0 and type(last) == 'table' and getmetatable(last) == nil and last[1] == nil then
-    for k, v in pairs(last) do opts[k] = v end
-    n = n - 1
-  end
-  local names = transposed and POSITIONAL_TRANSPOSED or POSITIONAL
-  if n > #names then utils.error(('%s: too many arguments (%d after kernel_size)'):format(who, n)) end
-  for i = 1, n do
-    local v = select(i, ...)
-    if v ~= nil then
-      if opts[names[i]] ~= nil then utils.error(('%s: %s given twice'):format(who, names[i])) end
-      opts[names[i]] = v
-    end
-  end
-  return opts
-end
-
 function ConvNd:__init(who, nd, transposed, in_channels, out_channels, kernel_size, ...)
   parent.__init(self)
   local opts
@@ -171,7 +148,7 @@ function ConvNd:__init(who, nd, transposed, in_channels, out_channels, kernel_si
     kernel_size, opts.kernel_size = opts.kernel_size, nil
     if kernel_size == nil then utils.error(('%s: kernel_size is required'):format(who)) end
   else
-    opts = positional(who, transposed, ...)
+    opts = utils.positional(who, transposed and POSITIONAL_TRANSPOSED or POSITIONAL, ...)
   end
   local defaults = { stride = 1, padding = 0, dilation = 1, groups = 1, bias = true, padding_mode = 'zeros',
                      device = false, dtype = false }

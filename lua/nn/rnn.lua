@@ -203,7 +203,11 @@ function RNNBase:__init(kind, input_size, hidden_size, opts)
   local defaults = { num_layers = 1, bias = true, batch_first = false, dropout = 0, bidirectional = false,
                      device = false, dtype = false }
   if kind == 'RNN' then defaults.nonlinearity = 'tanh' end
+  if kind == 'LSTM' then defaults.proj_size = 0 end
   local o = utils.options(who, opts, defaults)
+  if kind == 'LSTM' and o.proj_size ~= 0 then
+    utils.error(('%s: proj_size = %s is not supported (only 0, no projection)'):format(who, tostring(o.proj_size)))
+  end
   check_size(who, 'num_layers', o.num_layers, 1)
   if type(o.dropout) ~= 'number' or o.dropout < 0 or o.dropout > 1 then
     utils.error(('%s: dropout should be a number in [0, 1], got %s'):format(who, tostring(o.dropout)))

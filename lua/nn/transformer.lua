@@ -167,9 +167,13 @@ M.deepcopy = function(m) return deepcopy(m, {}) end
 local MHA, parent = torch.class('nn.MultiheadAttention', 'nn.Module')
 M.MultiheadAttention = MHA
 
-function MHA:__init(embed_dim, num_heads, opts)
+-- nn.MultiheadAttention(embed_dim, num_heads [, dropout, bias, add_bias_kv, add_zero_attn,
+-- kdim, vdim, batch_first] [, opts]): PyTorch's positional order, or options
+local MHA_POSITIONAL = { 'dropout', 'bias', 'add_bias_kv', 'add_zero_attn', 'kdim', 'vdim', 'batch_first' }
+function MHA:__init(embed_dim, num_heads, ...)
   parent.__init(self)
   local who = 'nn.MultiheadAttention'
+  local opts = utils.positional(who, MHA_POSITIONAL, ...)
   for what, n in pairs { embed_dim = embed_dim, num_heads = num_heads } do
     if math.type(n) ~= 'integer' or n < 1 then
       utils.error(('%s: %s must be a positive integer, got %s'):format(who, what, tostring(n)))
@@ -178,7 +182,16 @@ function MHA:__init(embed_dim, num_heads, opts)
   if embed_dim % num_heads ~= 0 then
     utils.error(('%s: embed_dim (%d) must be divisible by num_heads (%d)'):format(who, embed_dim, num_heads))
   end
-  local o = utils.options(who, opts, { dropout = 0, bias = true, batch_first = false, device = false, dtype = false })
+  local o = utils.options(who, opts, { dropout = 0, bias = true, batch_first = false, device = false, dtype = false,
+                                       add_bias_kv = false, add_zero_attn = false, kdim = false, vdim = false })
+  for _, k in ipairs { 'add_bias_kv', 'add_zero_attn' } do
+    if o[k] then utils.error(('%s: %s = true is not supported (only false)'):format(who, k)) end
+  end
+  for _, k in ipairs { 'kdim', 'vdim' } do
+    if o[k] and o[k] ~= embed_dim then
+      utils.error(('%s: %s = %s different from embed_dim (%d) is not supported'):format(who, k, tostring(o[k]), embed_dim))
+    end
+  end
   local topts = { device = o.device or nil, dtype = o.dtype or nil }
   self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
   self.dropout, self.batch_first = o.dropout, o.batch_first
@@ -331,9 +344,13 @@ local function activation_fn(who, a)
   utils.error(("%s: activation must be 'relu', 'gelu' or a function, got %s"):format(who, tostring(a)))
 end
 
-function EncoderLayer:__init(d_model, nhead, opts)
+-- PyTorch's positional order after d_model and nhead, for the encoder and decoder layers
+M.LAYER_POSITIONAL = { 'dim_feedforward', 'dropout', 'activation', 'layer_norm_eps', 'batch_first', 'norm_first' }
+
+function EncoderLayer:__init(d_model, nhead, ...)
   parent.__init(self)
   local who = 'nn.TransformerEncoderLayer'
+  local opts = utils.positional(who, M.LAYER_POSITIONAL, ...)
   local o = utils.options(who, opts, { dim_feedforward = 2048, dropout = 0.1, activation = 'relu',
     layer_norm_eps = 1e-5, batch_first = false, norm_first = false, device = false, dtype = false })
   local t = { device = o.device or nil, dtype = o.dtype or nil }
@@ -432,9 +449,10 @@ end
 local DecoderLayer = torch.class('nn.TransformerDecoderLayer', 'nn.Module')
 M.TransformerDecoderLayer = DecoderLayer
 
-function DecoderLayer:__init(d_model, nhead, opts)
+function DecoderLayer:__init(d_model, nhead, ...)
   parent.__init(self)
   local who = 'nn.TransformerDecoderLayer'
+  local opts = utils.positional(who, M.LAYER_POSITIONAL, ...)
   local o = utils.options(who, opts, { dim_feedforward = 2048, dropout = 0.1, activation = 'relu',
     layer_norm_eps = 1e-5, batch_first = false, norm_first = false, device = false, dtype = false })
   local t = { device = o.device or nil, dtype = o.dtype or nil }

@@ -11,6 +11,33 @@ utils.error = options.error
 utils.required = options.required
 utils.options = options.check
 
+-- A constructor's arguments after its required ones as one options table: PyTorch's
+-- positional order (names), then a last table of options by name.  A last table that is a
+-- list ({1, 1}) is a positional tuple, as PyTorch's (5, 5); only one with names is the
+-- options.  A setting given both ways, or too many by position, is an error.
+function utils.positional(who, names, ...)
+  local n = select('#', ...)
+  while n > 0 and select(n, ...) == nil do n = n - 1 end
+  local last = n > 0 and select(n, ...) or nil
+  local opts = {}
+  if n > 0 and type(last) == 'table' and getmetatable(last) == nil and last[1] == nil then
+    for k, v in pairs(last) do opts[k] = v end
+    n = n - 1
+  end
+  if n > #names then
+    utils.error(('%s: %d arguments by position is too many (it takes %s by position, then an options table)')
+      :format(who, n, table.concat(names, ', ')))
+  end
+  for i = 1, n do
+    local v = select(i, ...)
+    if v ~= nil then
+      if opts[names[i]] ~= nil then utils.error(('%s: %s is given twice, by position and as an option'):format(who, names[i])) end
+      opts[names[i]] = v
+    end
+  end
+  return opts
+end
+
 -- The arguments of the functional dropouts: (p, training[, inplace]) positional as in
 -- PyTorch, or their names in a table in any trailing place, so that PyTorch's
 -- F.dropout(x, training=self.training) is F.dropout(x, {training = self.training}) and
