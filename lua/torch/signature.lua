@@ -342,8 +342,66 @@ function M.wrap(name, lines, impl)
     options.error(('%s: no form of it takes (%s): %s; its forms are\n%s')
       :format(name, kinds(args, n, opts), first_err, table.concat(forms, '\n')))
   end
+  fn = M.fast_path(sigs, impl, fn, width)
   M.registry[fn] = { name = name, sigs = sigs }
   return fn
+end
+
+-- The common call, positional arguments of the right types and no table among them, runs
+-- through code generated for the signatures: straight-line checks and defaults, no table
+-- built.  Anything else (options, tables of dims, a wrong type, nil for a required
+-- argument) goes to `slow`, the general binder above, which also gives every error.
+function M.fast_path(sigs, impl, slow, width)
+  local W = 0
+  for _, s in ipairs(sigs) do W = math.max(W, s.npos) end
+  local a = {}
+  for i = 1, W do a[i] = 'a' .. i end
+  local args = table.concat(a, ', ')
+  local env, lines = { impl = impl, slow = slow, select = select, type = type }, {}
+  local function emit(fmt, ...) lines[#lines + 1] = fmt:format(...) end
+  emit('return function(%s, ...)', args)
+  emit('  if select("#", ...) > 0 then return slow(%s, ...) end', args)
+  for i = 1, W do emit('  if type(a%d) == "table" then return slow(%s) end', i, args) end
+  for si, s in ipairs(sigs) do
+    emit('  do')
+    local vals = {}
+    for i, p in ipairs(s.params) do
+      local test, default = ('t%d_%d'):format(si, i), ('d%d_%d'):format(si, i)
+      env[test], env[default] = p.type.test, p.default
+      local dv = type(p.default) == 'table' and '{}' or default
+      if p.kwonly then
+        vals[i] = p.has_default and dv or 'nil'
+        if not p.has_default and not p.optional then vals[i] = nil end
+      else
+        emit('    local b%d = a%d', i, i)
+        if p.has_default then
+          emit('    if b%d == nil then b%d = %s elseif not %s(b%d) then goto f%d end', i, i, dv, test, i, si)
+        elseif p.optional then
+          emit('    if b%d ~= nil and not %s(b%d) then goto f%d end', i, test, i, si)
+        else
+          emit('    if b%d == nil or not %s(b%d) then goto f%d end', i, test, i, si)
+        end
+        vals[i] = 'b' .. i
+      end
+    end
+    local complete = true
+    for i = 1, #s.params do if vals[i] == nil then complete = false end end   -- a required option
+    for j = s.npos + 1, W do emit('    if a%d ~= nil then goto f%d end', j, si) end
+    if complete then
+      for i = #s.params + 1, width do vals[i] = 'nil' end
+      if #sigs > 1 then vals[width + 1] = tostring(si) end
+      emit('    return impl(%s)', table.concat(vals, ', '))
+    else
+      emit('    goto f%d', si)
+    end
+    emit('  end')
+    emit('  ::f%d::', si)
+  end
+  emit('  return slow(%s)', args)
+  emit('end')
+  local src = table.concat(lines, '\n')
+  local chunk = assert(load(src, '=signature ' .. sigs[1].name, 't', env))
+  return chunk()
 end
 
 -- function value -> {name=, sigs=}: what help() and the docs show

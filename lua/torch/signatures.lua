@@ -66,6 +66,7 @@ function M.rows(torch)
   -- op(t) reduces everything, op(t, d, keepdim) one dim.  Several dims are moved last and
   -- flattened into one, so the values are reduced in one pass, as PyTorch reduces them.
   local function over_dims(name, op, t, dims, keepdim)
+    if math.type(dims) == 'integer' then return op(t, dims, keepdim) end
     if dims == nil or (type(dims) == 'table' and #dims == 0) then
       local r = op(t)
       if keepdim and t:dim() > 0 then r = r:reshape(kept_shape(t)) end
@@ -100,6 +101,13 @@ function M.rows(torch)
 
   local function is_float(t) return torch.FLOAT_DTYPES[t.dtype] == true end
 
+  -- the engine's reductions along one dim, made once
+  local one = {}
+  for _, name in ipairs { 'sum', 'mean', 'nansum', 'nanmean', 'prod', 'any', 'all', 'logsumexp' } do
+    one[name] = engine(base[name])
+  end
+  one.count_nonzero = engine(function(x, d) return base.count_nonzero(x, d) end)
+
   local REDUCE = 'Tensor self, dims? dim=None, bool keepdim=False'
   local rows = {}
   -- module: nil for torch.NAME (and Tensor:NAME), 'F' for nn.functional.NAME
@@ -109,23 +117,23 @@ function M.rows(torch)
 
   -- ---------------------------------------------------------------- reductions
   row('sum', ('sum(%s, *, dtype? dtype=None)'):format(REDUCE), function(t, dim, keepdim, dtype)
-    return over_dims('sum', engine(base.sum), cast(t, dtype), dim, keepdim)
+    return over_dims('sum', one.sum, cast(t, dtype), dim, keepdim)
   end)
   row('mean', ('mean(%s, *, dtype? dtype=None)'):format(REDUCE), function(t, dim, keepdim, dtype)
     t = cast(t, dtype)
     if not is_float(t) then
       err('mean: could not infer the result dtype: the input must be floating point (or give {dtype = ...}), got %s', t.dtype)
     end
-    return over_dims('mean', engine(base.mean), t, dim, keepdim)
+    return over_dims('mean', one.mean, t, dim, keepdim)
   end)
   row('nansum', ('nansum(%s, *, dtype? dtype=None)'):format(REDUCE), function(t, dim, keepdim, dtype)
-    return over_dims('nansum', engine(base.nansum), cast(t, dtype), dim, keepdim)
+    return over_dims('nansum', one.nansum, cast(t, dtype), dim, keepdim)
   end)
   row('nanmean', ('nanmean(%s, *, dtype? dtype=None)'):format(REDUCE), function(t, dim, keepdim, dtype)
-    return over_dims('nanmean', engine(base.nanmean), cast(t, dtype), dim, keepdim)
+    return over_dims('nanmean', one.nanmean, cast(t, dtype), dim, keepdim)
   end)
   row('prod', 'prod(Tensor self, dim? dim=None, bool keepdim=False, *, dtype? dtype=None)', function(t, dim, keepdim, dtype)
-    return over_dims('prod', engine(base.prod), cast(t, dtype), dim, keepdim)
+    return over_dims('prod', one.prod, cast(t, dtype), dim, keepdim)
   end)
   -- amax/amin: the extreme over dims; a reduced dim of size 0 has no identity
   local function extreme(name, op)
@@ -174,16 +182,16 @@ function M.rows(torch)
       end)
   end
   row('any', ('any(%s)'):format(REDUCE), function(t, dim, keepdim)
-    return over_dims('any', engine(base.any), t, dim, keepdim)
+    return over_dims('any', one.any, t, dim, keepdim)
   end)
   row('all', ('all(%s)'):format(REDUCE), function(t, dim, keepdim)
-    return over_dims('all', engine(base.all), t, dim, keepdim)
+    return over_dims('all', one.all, t, dim, keepdim)
   end)
   row('logsumexp', 'logsumexp(Tensor self, dims dim, bool keepdim=False)', function(t, dim, keepdim)
-    return over_dims('logsumexp', engine(base.logsumexp), t, dim, keepdim)
+    return over_dims('logsumexp', one.logsumexp, t, dim, keepdim)
   end)
   row('count_nonzero', 'count_nonzero(Tensor self, dims? dim=None)', function(t, dim)
-    return over_dims('count_nonzero', engine(function(x, d) return base.count_nonzero(x, d) end), t, dim, false)
+    return over_dims('count_nonzero', one.count_nonzero, t, dim, false)
   end)
 
   -- var/std: PyTorch 1.13's three forms: (unbiased), (dim, unbiased, keepdim), and
@@ -217,8 +225,8 @@ function M.rows(torch)
       for _, d in ipairs(dims_list('var', t, dim)) do n = n * (t:dim() > 0 and t:size(d) or 1) end
     end
     local work = (t.dtype == 'float16' or t.dtype == 'bfloat16') and t:float() or t
-    local dev = work - over_dims('var', engine(base.mean), work, dim, true)
-    local r = over_dims('var', engine(base.sum), dev * dev, dim, keepdim) / math.max(n - correction, 0)
+    local dev = work - over_dims('var', one.mean, work, dim, true)
+    local r = over_dims('var', one.sum, dev * dev, dim, keepdim) / math.max(n - correction, 0)
     if post then r = post(r) end
     return cast(r, t.dtype)
   end
@@ -227,7 +235,7 @@ function M.rows(torch)
   end
   local function with_mean(fn)
     return function(t, dim, correction, keepdim)
-      return fn(t, dim, correction, keepdim), over_dims('mean', engine(base.mean), t, dim, keepdim)
+      return fn(t, dim, correction, keepdim), over_dims('mean', one.mean, t, dim, keepdim)
     end
   end
   for name, fn in pairs { var = var, std = std, var_mean = with_mean(var), std_mean = with_mean(std) } do
