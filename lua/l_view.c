@@ -197,11 +197,23 @@ static int t_index_select(lua_State *L)
     return lt_done(L, *slot);
 }
 
+/* torch._C._diagonal(t, offset, dim1, dim2): the diagonal as a view (the signature table's
+ * torch.diagonal gives every argument) */
+static int t_diagonal(lua_State *L)
+{
+    dp_tensor *t = lt_check(L, 1);
+    lua_Integer offset = luaL_checkinteger(L, 2);
+    int d1 = lt_checkdim(L, 3, t->ndim, 0), d2 = lt_checkdim(L, 4, t->ndim, 0);
+    dp_tensor **slot = lt_newslot(L);
+    return lt_done(L, *slot = dp_diagonal(t, offset, d1, d2));
+}
+
 const luaL_Reg lt_view_functions[] = {
     { "select", t_select }, { "narrow", t_narrow }, { "reshape", t_reshape }, { "t", t_t },
     { "transpose", t_transpose }, { "permute", t_permute }, { "unsqueeze", t_unsqueeze },
     { "squeeze", t_squeeze }, { "flatten", t_flatten }, { "chunk", t_chunk }, { "split", t_split },
-    { "clone", t_clone }, { "index_select", t_index_select }, { "detach", t_detach }, { NULL, NULL }
+    { "clone", t_clone }, { "index_select", t_index_select }, { "detach", t_detach },
+    { "_diagonal", t_diagonal }, { NULL, NULL }
 };
 
 const luaL_Reg lt_view_methods[] = { { "view", t_view }, { "expand", t_expand }, { NULL, NULL } };

@@ -221,6 +221,8 @@ dp_tensor *dp_multinomial(dp_tensor *probs, int64_t n, bool replacement, uint64_
 dp_tensor *dp_select(dp_tensor *t, int dim, int64_t index);          /* index 0-based, >= 0 */
 dp_tensor *dp_narrow(dp_tensor *t, int dim, int64_t start, int64_t length);
 dp_tensor *dp_slice(dp_tensor *t, int dim, int64_t start, int64_t length, int64_t step);   /* every step-th */
+/* The diagonal of the planes (d1, d2) (0-based), shifted by offset, as the last dim of a view. */
+dp_tensor *dp_diagonal(dp_tensor *t, int64_t offset, int d1, int d2);
 dp_tensor *dp_view_sizes(dp_tensor *t, int ndim, const int64_t *sizes);    /* one -1 allowed */
 dp_tensor *dp_reshape(dp_tensor *t, int ndim, const int64_t *sizes); /* view if possible */
 dp_tensor *dp_transpose(dp_tensor *t, int d0, int d1);

@@ -545,6 +545,52 @@ dp_tensor *dp_select(dp_tensor *t, int dim, int64_t index)
     return record_view(v, t, "SelectBackward0", slice_backward, ip, 4);
 }
 
+/* The geometry of t's diagonal of the planes (d1, d2) with an offset, as the last dim of a
+ * view (PyTorch's torch.diagonal); *n is its length. */
+static int diagonal_geometry(const dp_tensor *t, int64_t offset, int d1, int d2, int64_t *sizes, int64_t *strides,
+                             int64_t *start, int64_t *n)
+{
+    if (t->ndim < 2) return dp_error("diagonal: expected a tensor with at least 2 dimensions, got %d", t->ndim);
+    if (check_dim(t, d1, "diagonal") || check_dim(t, d2, "diagonal")) return -1;
+    if (d1 == d2) return dp_error("diagonal: dim1 and dim2 cannot be the same dimension (%d)", d1 + 1);
+    int64_t h = t->sizes[d1], w = t->sizes[d2];
+    int64_t len = offset >= 0 ? (w - offset < h ? w - offset : h) : (h + offset < w ? h + offset : w);
+    if (len < 0) len = 0;
+    int k = 0;
+    for (int d = 0; d < t->ndim; d++)
+        if (d != d1 && d != d2) { sizes[k] = t->sizes[d]; strides[k++] = t->strides[d]; }
+    sizes[k] = len;
+    strides[k] = t->strides[d1] + t->strides[d2];
+    *start = t->offset;
+    if (len > 0) *start += offset >= 0 ? offset * t->strides[d2] : -offset * t->strides[d1];
+    *n = len;
+    return 0;
+}
+
+/* Backward of diagonal (ip: offset, dim1, dim2): the gradient on the diagonal of zeros. */
+static int diagonal_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
+{
+    dp_tensor *z = dp_zeros(n->in[0].ndim, n->in[0].sizes, g->dtype, g->device);
+    if (!z) return -1;
+    int64_t sizes[DP_MAX_DIMS], strides[DP_MAX_DIMS], start, len;
+    int rc = diagonal_geometry(z, n->ip[0], (int)n->ip[1], (int)n->ip[2], sizes, strides, &start, &len);
+    dp_tensor *part = rc ? NULL : dp_make_view(z, z->ndim - 1, sizes, strides, start);
+    rc = part ? dp_copy_raw(part, g) : -1;
+    dp_tensor_release(part);
+    if (rc) { dp_tensor_release(z); return -1; }
+    gin[0] = z;
+    return 0;
+}
+
+dp_tensor *dp_diagonal(dp_tensor *t, int64_t offset, int d1, int d2)
+{
+    int64_t sizes[DP_MAX_DIMS], strides[DP_MAX_DIMS], start, len;
+    if (diagonal_geometry(t, offset, d1, d2, sizes, strides, &start, &len)) return NULL;
+    dp_tensor *v = dp_make_view(t, t->ndim - 1, sizes, strides, start);
+    int64_t ip[3] = { offset, d1, d2 };
+    return record_view(v, t, "DiagonalBackward0", diagonal_backward, ip, 3);
+}
+
 dp_tensor *dp_narrow(dp_tensor *t, int dim, int64_t start, int64_t length)
 {
     return dp_slice(t, dim, start, length, 1);

@@ -507,8 +507,12 @@ function M.rows(torch)
     if dims == nil and type(shifts) == 'table' then shifts = shifts[1] end
     return base.roll(t, shifts, dims)
   end)
+  -- a view, as PyTorch's: writes into it land in t
   row('diagonal', 'diagonal(Tensor self, int offset=0, dim dim1=1, dim dim2=2)',
-    function(t, offset, d1, d2) return base.diagonal(t, offset, d1, d2) end)
+    function(t, offset, d1, d2)
+      if t:dim() < 2 then err('diagonal: expected a tensor with at least 2 dimensions, got %d', t:dim()) end
+      return C._diagonal(t, offset, dim_of('diagonal', t, d1), dim_of('diagonal', t, d2))
+    end)
   row('repeat_interleave', 'repeat_interleave(Tensor self, Tensor|int[] repeats, dim? dim=None, *, int? output_size=None)',
     function(t, repeats, dim, output_size)
       local r = base.repeat_interleave(t, repeats, dim)
