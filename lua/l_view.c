@@ -208,12 +208,22 @@ static int t_diagonal(lua_State *L)
     return lt_done(L, *slot = dp_diagonal(t, offset, d1, d2));
 }
 
+/* torch._C._unfold(t, dim, size, step): the windows as a view (Tensor:unfold in the signature table) */
+static int t_unfold(lua_State *L)
+{
+    dp_tensor *t = lt_check(L, 1);
+    int dim = lt_checkdim(L, 2, t->ndim ? t->ndim : 1, 0);
+    lua_Integer size = luaL_checkinteger(L, 3), step = luaL_checkinteger(L, 4);
+    dp_tensor **slot = lt_newslot(L);
+    return lt_done(L, *slot = dp_unfold(t, dim, size, step));
+}
+
 const luaL_Reg lt_view_functions[] = {
     { "select", t_select }, { "narrow", t_narrow }, { "reshape", t_reshape }, { "t", t_t },
     { "transpose", t_transpose }, { "permute", t_permute }, { "unsqueeze", t_unsqueeze },
     { "squeeze", t_squeeze }, { "flatten", t_flatten }, { "chunk", t_chunk }, { "split", t_split },
     { "clone", t_clone }, { "index_select", t_index_select }, { "detach", t_detach },
-    { "_diagonal", t_diagonal }, { NULL, NULL }
+    { "_diagonal", t_diagonal }, { "_unfold", t_unfold }, { NULL, NULL }
 };
 
 const luaL_Reg lt_view_methods[] = { { "view", t_view }, { "expand", t_expand }, { NULL, NULL } };

@@ -73,7 +73,7 @@ local NAMED = {
   ['bins int|Tensor'] = 4,
   ['other Tensor'] = sample_tensor, ['weight Tensor'] = function() return torch.tensor({ 0.25, 0.5 }) end,
   ['normalized_shape int[]'] = { 4 }, ['num_groups int'] = 2, ['upscale_factor int'] = 1,
-  ['downscale_factor int'] = 1,
+  ['downscale_factor int'] = 1, ['size int'] = 2, ['step int'] = 1,
   ['input Tensor'] = function() return torch.arange(0, 16):float():reshape(1, 2, 2, 4) end,
 }
 
@@ -130,7 +130,10 @@ end
 describe('signatures: every op of the table', function()
   require 'nn'
   local rows = require('torch.signatures').list
-  local function target(r) return r.module == 'F' and torch.nn.functional or torch end
+  local function target(r)
+    if r.module == 'Tensor' then return torch.Tensor end
+    return r.module == 'F' and torch.nn.functional or torch
+  end
 
   it('is the table of doc/signatures.md (build/dplua tools/signatures.lua > doc/signatures.md)', function()
     local f = assert(io.open('doc/signatures.md'))
@@ -252,6 +255,19 @@ describe('signatures: calls', function()
     assert.are.same({ { { 0, 0, 0 }, { 1, 0, 0 }, { 0, 2, 0 } }, { { 0, 0, 0 }, { 3, 0, 0 }, { 0, 4, 0 } } }, w.grad:tolist())
     check.expect_error(function() return torch.ones(3):diagonal() end, 'diagonal: expected a tensor with at least 2 dimensions, got 1')
     check.expect_error(function() return torch.ones(3, 3):diagonal(0, 2, -1) end, 'diagonal: dim1 and dim2 cannot be the same dimension (2)')
+  end)
+
+  it('Tensor:unfold is a view whose gradient adds up over overlapping windows', function()
+    local x = torch.arange(0, 5, { dtype = 'float64' }):requires_grad_()
+    local u = x:unfold(1, 3, 1)
+    assert.are.same({ { 0, 1, 2 }, { 1, 2, 3 }, { 2, 3, 4 } }, u:tolist())
+    u:sum():backward()
+    assert.are.same({ 1, 2, 3, 2, 1 }, x.grad:tolist())          -- how many windows hold each element
+    local y = torch.zeros(6)
+    y:unfold(1, 2, 3):select(2, 2):fill_(7)                      -- the second element of each window
+    assert.are.same({ 0, 7, 0, 0, 7, 0 }, y:tolist())
+    check.expect_error(function() return torch.zeros(3):unfold(1, 4, 1) end, 'unfold: size 4 is larger than dimension 1')
+    check.expect_error(function() return torch.zeros(3):unfold(1, 2, 0) end, 'unfold: step must be positive')
   end)
 
   it('point at the caller', function()

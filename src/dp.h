@@ -223,6 +223,9 @@ dp_tensor *dp_narrow(dp_tensor *t, int dim, int64_t start, int64_t length);
 dp_tensor *dp_slice(dp_tensor *t, int dim, int64_t start, int64_t length, int64_t step);   /* every step-th */
 /* The diagonal of the planes (d1, d2) (0-based), shifted by offset, as the last dim of a view. */
 dp_tensor *dp_diagonal(dp_tensor *t, int64_t offset, int d1, int d2);
+/* The windows of `size` elements every `step` along dim, as a new last dim of a view (PyTorch's
+ * Tensor.unfold). */
+dp_tensor *dp_unfold(dp_tensor *t, int dim, int64_t size, int64_t step);
 dp_tensor *dp_view_sizes(dp_tensor *t, int ndim, const int64_t *sizes);    /* one -1 allowed */
 dp_tensor *dp_reshape(dp_tensor *t, int ndim, const int64_t *sizes); /* view if possible */
 dp_tensor *dp_transpose(dp_tensor *t, int d0, int d1);

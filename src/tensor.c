@@ -591,6 +591,51 @@ dp_tensor *dp_diagonal(dp_tensor *t, int64_t offset, int d1, int d2)
     return record_view(v, t, "DiagonalBackward0", diagonal_backward, ip, 3);
 }
 
+/* Backward of unfold (ip: dim, size, step, windows): each offset k inside a window gathers
+   the gradient of every window's k-th element, a strided slice of the input's dim, so that
+   overlapping windows add up. */
+static int unfold_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
+{
+    int dim = (int)n->ip[0];
+    int64_t size = n->ip[1], step = n->ip[2], windows = n->ip[3];
+    dp_tensor *z = dp_zeros(n->in[0].ndim, n->in[0].sizes, g->dtype, g->device);
+    if (!z) return -1;
+    int rc = 0;
+    for (int64_t k = 0; k < size && windows > 0 && !rc; k++) {
+        dp_tensor *part = dp_slice(z, dim, k, windows, step), *gk = dp_select(g, g->ndim - 1, k);
+        rc = part && gk ? dp_binary_(DP_ADD, part, gk) : -1;
+        dp_tensor_release(part);
+        dp_tensor_release(gk);
+    }
+    if (rc) { dp_tensor_release(z); return -1; }
+    gin[0] = z;
+    return 0;
+}
+
+dp_tensor *dp_unfold(dp_tensor *t, int dim, int64_t size, int64_t step)
+{
+    int nd = t->ndim ? t->ndim : 1;
+    if (dim < 0 || dim >= nd) { dp_error("unfold: dimension %d is out of range for a %d-D tensor", dim + 1, t->ndim); return NULL; }
+    int64_t len = t->ndim ? t->sizes[dim] : 1, stride = t->ndim ? t->strides[dim] : 1;
+    if (size < 0 || size > len) {
+        dp_error("unfold: size %lld is larger than dimension %d's size %lld", (long long)size, dim + 1, (long long)len);
+        return NULL;
+    }
+    if (step <= 0) { dp_error("unfold: step must be positive, got %lld", (long long)step); return NULL; }
+    int64_t windows = (len - size) / step + 1;
+    int64_t sizes[DP_MAX_DIMS], strides[DP_MAX_DIMS];
+    if (t->ndim + 1 > DP_MAX_DIMS) { dp_error("unfold: the result would have more than %d dimensions", DP_MAX_DIMS); return NULL; }
+    memcpy(sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+    memcpy(strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
+    int rd = t->ndim ? t->ndim : 0;
+    if (t->ndim) { sizes[dim] = windows; strides[dim] = stride * step; }
+    sizes[rd] = size;
+    strides[rd] = stride;
+    dp_tensor *v = dp_make_view(t, rd + 1, sizes, strides, t->offset);
+    int64_t ip[4] = { dim, size, step, windows };
+    return record_view(v, t, "UnfoldBackward0", unfold_backward, ip, 4);
+}
+
 dp_tensor *dp_narrow(dp_tensor *t, int dim, int64_t start, int64_t length)
 {
     return dp_slice(t, dim, start, length, 1);

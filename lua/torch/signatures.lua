@@ -507,6 +507,10 @@ function M.rows(torch)
     if dims == nil and type(shifts) == 'table' then shifts = shifts[1] end
     return base.roll(t, shifts, dims)
   end)
+  -- Tensor:unfold(dimension, size, step): the windows of size elements every step along
+  -- dimension, as a new last dim of a view (PyTorch's; nn.functional.unfold is im2col)
+  row('unfold', 'unfold(Tensor self, dim dimension, int size, int step)',
+    function(t, dim, size, step) return C._unfold(t, dim, size, step) end, 'Tensor')
   -- a view, as PyTorch's: writes into it land in t
   row('diagonal', 'diagonal(Tensor self, int offset=0, dim dim1=1, dim dim2=2)',
     function(t, offset, d1, d2)
@@ -558,6 +562,10 @@ function M.install(torch)
   local Tensor = torch.Tensor
   M.list = M.rows(torch)
   for _, r in ipairs(M.list) do
+    if r.module == 'Tensor' then
+      rawset(Tensor, r.name, signature.wrap(r.name, r.lines, r.impl))
+      r.method = true
+    end
     if r.module then goto continue end
     local fn = signature.wrap(r.name, r.lines, r.impl)
     local method = r.method or rawget(Tensor, r.name) ~= nil
@@ -604,7 +612,8 @@ function M.markdown()
     return (a.module or '') < (b.module or '')
   end)
   for _, r in ipairs(rows) do
-    local where = r.module == 'F' and 'nn.functional' or (r.method and 'torch, Tensor' or 'torch')
+    local where = r.module == 'F' and 'nn.functional' or r.module == 'Tensor' and 'Tensor'
+                  or (r.method and 'torch, Tensor' or 'torch')
     for i, line in ipairs(r.lines) do
       out[#out + 1] = ('| %s | %s | `%s` |'):format(i == 1 and r.name or '', i == 1 and where or '', (line:gsub('|', '\\|')))
     end
