@@ -99,6 +99,7 @@ local TYPES = {
     what = "a device ('cpu', 'cuda:0', torch.device(...))",
   },
   str = { test = function(v) return type(v) == 'string' end, what = 'a string' },
+  table = { test = function(v) return type(v) == 'table' and getmetatable(v) == nil end, what = 'a table' },
   ['Tensor[]'] = {
     test = function(v)
       if type(v) ~= 'table' or getmetatable(v) ~= nil then return false end
@@ -162,7 +163,7 @@ local function parse_default(text, where)
 end
 
 -- the types whose values may be tables
-local TABLE_TYPES = { dims = true, ['int[]'] = true, ['float[]'] = true, ['Tensor[]'] = true, any = true }
+local TABLE_TYPES = { dims = true, ['int[]'] = true, ['float[]'] = true, ['Tensor[]'] = true, table = true, any = true }
 
 -- Enums are written str{a,b}: the commas inside braces are not separators, so they are
 -- read as \1 while the parameters are split.

@@ -22,7 +22,8 @@ function M.rows(torch)
                           'floor_divide', 'cat', 'stack', 'squeeze', 'unsqueeze', 'flatten', 'transpose',
                           'narrow', 'select', 'split', 'chunk', 'tensor_split', 'unbind', 'tril', 'triu',
                           'flip', 'roll', 'diagonal', 'repeat_interleave', 'index_select', 'gather',
-                          'scatter', 'scatter_add', 'scatter_reduce', 'allclose', 'cross' } do
+                          'scatter', 'scatter_add', 'scatter_reduce', 'allclose', 'cross', 'index_put_',
+                          'index_put' } do
     base[name] = rawget(Tensor, name) or torch[name]
     assert(base[name], name)
   end
@@ -511,6 +512,35 @@ function M.rows(torch)
   -- dimension, as a new last dim of a view (PyTorch's; nn.functional.unfold is im2col)
   row('unfold', 'unfold(Tensor self, dim dimension, int size, int step)',
     function(t, dim, size, step) return C._unfold(t, dim, size, step) end, 'Tensor')
+  -- index_put_(indices, values [, accumulate]): accumulate by position too, as PyTorch's
+  -- (indices: a table with a tensor, or {} for all of a dim, per dim; or one tensor)
+  row('index_put_', 'index_put_(Tensor self, Tensor|table indices, Tensor|Scalar values, bool accumulate=False)',
+    function(t, indices, values, acc) return base.index_put_(t, indices, values, { accumulate = acc }) end, 'Tensor')
+  row('index_put', 'index_put(Tensor self, Tensor|table indices, Tensor|Scalar values, bool accumulate=False)',
+    function(t, indices, values, acc) return base.index_put(t, indices, values, { accumulate = acc }) end)
+
+  -- put_(index, source [, accumulate]): source's values written (or added) at index, the
+  -- positions of t's elements in row-major order (1-based, negative from the end); put is
+  -- the same on a copy
+  local function put_(t, index, source, accumulate)
+    if index.dtype ~= 'int64' then err('put_: the index must be an int64 tensor, got %s', index.dtype) end
+    if index:numel() ~= source:numel() then
+      err('put_: index and source must have the same number of elements, got %d and %d', index:numel(), source:numel())
+    end
+    if t:is_contiguous() then
+      t:view(-1):index_put_({ index:reshape(-1) }, source:reshape(-1), accumulate)
+    else
+      local flat = t:contiguous():view(-1)
+      flat:index_put_({ index:reshape(-1) }, source:reshape(-1), accumulate)
+      t:copy_(flat:view(t:size()))
+    end
+    return t
+  end
+  row('put_', 'put_(Tensor self, Tensor index, Tensor source, bool accumulate=False)', put_, 'Tensor')
+  row('put', 'put(Tensor self, Tensor index, Tensor source, bool accumulate=False)',
+    function(t, index, source, accumulate) return put_(t:clone(), index, source, accumulate) end)
+  rows[#rows].method = true
+
   -- a view, as PyTorch's: writes into it land in t
   row('diagonal', 'diagonal(Tensor self, int offset=0, dim dim1=1, dim dim2=2)',
     function(t, offset, d1, d2)
