@@ -83,6 +83,7 @@ local BASE_ARGS = {
   one_hot = function() return { torch.tensor({ 1, 3, 2 }) } end,
   index_put_ = function() return { torch.zeros(3), { torch.tensor({ 1, 1 }) }, torch.tensor({ 1.0, 2.0 }) } end,
   index_put = function() return { torch.zeros(3), { torch.tensor({ 1, 1 }) }, torch.tensor({ 1.0, 2.0 }) } end,
+  backward = function() return { (torch.ones(2, { requires_grad = true }) * 2):sum(), torch.tensor(1.0), true } end,
   put_ = function() return { torch.zeros(2, 3), torch.tensor({ 1, 4 }), torch.tensor({ 1.0, 2.0 }) } end,
   put = function() return { torch.zeros(2, 3), torch.tensor({ 1, 4 }), torch.tensor({ 1.0, 2.0 }) } end,
   cross = function() return { torch.ones(2, 3), torch.arange(0, 6):float():reshape(2, 3) } end,
@@ -272,6 +273,17 @@ describe('signatures: calls', function()
     assert.are.same({ 0, 7, 0, 0, 7, 0 }, y:tolist())
     check.expect_error(function() return torch.zeros(3):unfold(1, 4, 1) end, 'unfold: size 4 is larger than dimension 1')
     check.expect_error(function() return torch.zeros(3):unfold(1, 2, 0) end, 'unfold: step must be positive')
+  end)
+
+  it('backward takes retain_graph by position, as PyTorch; create_graph and inputs are refused, not ignored', function()
+    local w = torch.ones(2, { requires_grad = true })
+    local loss = (w * w):sum()
+    loss:backward(nil, true)
+    loss:backward()                       -- the graph was kept: a second pass adds
+    assert.are.same({ 4, 4 }, w.grad:tolist())
+    check.expect_error(function() loss:backward({ create_graph = true }) end, 'create_graph = true is not supported by t:backward')
+    check.expect_error(function() loss:backward({ retain_grph = true }) end, 'backward: unknown option retain_grph')
+    check.expect_error(function() return torch.tensor({ 0, 1 }):nonzero(true) end, 'nonzero')
   end)
 
   it('point at the caller', function()

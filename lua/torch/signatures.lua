@@ -23,7 +23,7 @@ function M.rows(torch)
                           'narrow', 'select', 'split', 'chunk', 'tensor_split', 'unbind', 'tril', 'triu',
                           'flip', 'roll', 'diagonal', 'repeat_interleave', 'index_select', 'gather',
                           'scatter', 'scatter_add', 'scatter_reduce', 'allclose', 'cross', 'index_put_',
-                          'index_put' } do
+                          'index_put', 'backward', 'nonzero' } do
     base[name] = rawget(Tensor, name) or torch[name]
     assert(base[name], name)
   end
@@ -512,6 +512,22 @@ function M.rows(torch)
   -- dimension, as a new last dim of a view (PyTorch's; nn.functional.unfold is im2col)
   row('unfold', 'unfold(Tensor self, dim dimension, int size, int step)',
     function(t, dim, size, step) return C._unfold(t, dim, size, step) end, 'Tensor')
+  -- t:backward([gradient] [, retain_graph] ...): PyTorch's positional order or options;
+  -- create_graph and inputs are refused rather than ignored (torch.autograd.grad takes
+  -- create_graph and inputs)
+  row('backward', 'backward(Tensor self, Tensor? gradient=None, bool? retain_graph=None, bool create_graph=False, Tensor[]? inputs=None)',
+    function(t, gradient, retain, create_graph, inputs)
+      if create_graph then
+        err('backward: create_graph = true is not supported by t:backward; use torch.autograd.grad(outputs, inputs, {create_graph = true})')
+      end
+      if inputs ~= nil then
+        err('backward: inputs is not supported by t:backward; use torch.autograd.grad(outputs, inputs)')
+      end
+      return base.backward(t, gradient, { retain_graph = retain == true })
+    end, 'Tensor')
+  row('nonzero', 'nonzero(Tensor self, *, bool as_tuple=False)',
+    function(t, as_tuple) return base.nonzero(t, { as_tuple = as_tuple }) end)
+
   -- index_put_(indices, values [, accumulate]): accumulate by position too, as PyTorch's
   -- (indices: a table with a tensor, or {} for all of a dim, per dim; or one tensor)
   row('index_put_', 'index_put_(Tensor self, Tensor|table indices, Tensor|Scalar values, bool accumulate=False)',
