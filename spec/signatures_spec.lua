@@ -79,8 +79,10 @@ local NAMED = {
 
 -- the positional arguments to call an op with, where its required ones are not enough
 local BASE_ARGS = {
-  interpolate = function() return { torch.arange(0, 16):float():reshape(1, 2, 2, 4), 3 } end,
-  one_hot = function() return { torch.tensor({ 1, 3, 2 }) } end,
+  ['F.interpolate'] = function() return { torch.arange(0, 16):float():reshape(1, 2, 2, 4), 3 } end,
+  ['F.one_hot'] = function() return { torch.tensor({ 1, 3, 2 }) } end,
+  ['F.unfold'] = function() return { torch.arange(0, 16):float():reshape(1, 1, 4, 4), 2 } end,
+  ['F.fold'] = function() return { torch.arange(0, 36):float():reshape(1, 4, 9), { 4, 4 }, 2 } end,
   index_put_ = function() return { torch.zeros(3), { torch.tensor({ 1, 1 }) }, torch.tensor({ 1.0, 2.0 }) } end,
   index_put = function() return { torch.zeros(3), { torch.tensor({ 1, 1 }) }, torch.tensor({ 1.0, 2.0 }) } end,
   backward = function() return { (torch.ones(2, { requires_grad = true }) * 2):sum(), torch.tensor(1.0), true } end,
@@ -169,15 +171,16 @@ describe('signatures: every op of the table', function()
       local sig = signature.parse(line)
       it(line, function()
         local fn = target(r)[r.name]
+        local key = r.module == 'F' and 'F.' .. r.name or r.name
         local base = {}
         for i, p in ipairs(sig.params) do
           if not p.has_default and not p.optional then base[i] = sample_of(p) end
-          assert(BASE_ARGS[r.name] or p.has_default or p.optional or base[i] ~= nil, 'no sample for ' .. p.type_text)
+          assert(BASE_ARGS[key] or p.has_default or p.optional or base[i] ~= nil, 'no sample for ' .. p.type_text)
         end
         local nreq = 0
         for i, p in ipairs(sig.params) do if base[i] ~= nil and not p.kwonly then nreq = i end end
-        if BASE_ARGS[r.name] then   -- an op whose arguments depend on each other
-          base = BASE_ARGS[r.name]()
+        if BASE_ARGS[key] then   -- an op whose arguments depend on each other
+          base = BASE_ARGS[key]()
           nreq = #base
         end
         local ref = call(fn, base, nreq)

@@ -372,6 +372,10 @@ function M.rows(torch)
     function(x, r) return M.fbase.pixel_shuffle(x, r) end, 'F')
   row('pixel_unshuffle', 'pixel_unshuffle(Tensor input, int downscale_factor)',
     function(x, r) return M.fbase.pixel_unshuffle(x, r) end, 'F')
+  row('unfold', 'unfold(Tensor input, int[] kernel_size, int[] dilation=1, int[] padding=0, int[] stride=1)',
+    function(x, k, d, p, st) return M.fbase.unfold(x, k, { dilation = d, padding = p, stride = st }) end, 'F')
+  row('fold', 'fold(Tensor input, int[] output_size, int[] kernel_size, int[] dilation=1, int[] padding=0, int[] stride=1)',
+    function(x, o, k, d, p, st) return M.fbase.fold(x, o, k, { dilation = d, padding = p, stride = st }) end, 'F')
   row('one_hot', 'one_hot(Tensor input, int num_classes=-1)', function(t, n) return M.fbase.one_hot(t, n) end, 'F')
 
   -- ---------------------------------------------------------------- comparisons
