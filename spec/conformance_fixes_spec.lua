@@ -1,0 +1,105 @@
+-- Ops whose results once differed from PyTorch 1.13's with no error, against PyTorch:
+-- spec/fixtures/conformance_fixes.lua (written by spec/fixtures/make_conformance_fixes.py)
+-- holds each case's inputs and PyTorch's outputs (dtype, shape, values), gradients, or the
+-- message of the error PyTorch raises; CALLS below is the dplua call of each.  Then the
+-- results that must be new tensors (PyTorch returns a copy, never the input itself).
+local torch = require 'torch'
+local F = torch.nn.functional
+local check = dofile('spec/helpers/check.lua')
+local flat, same_number = check.flat, check.same_number
+
+local here = debug.getinfo(1, 'S').source:match('^@(.*)/[^/]*$') or 'spec'
+local cases = dofile(here .. '/fixtures/conformance_fixes.lua')
+
+local CALLS = {
+  -- 1. dtypes of integer and bool inputs
+  ['addmm int64 fractional'] = function(c, a, m) return torch.addmm(c, a, m, { alpha = 0.6, beta = 0.2 }) end,
+  ['addmm int64 negative fractional'] = function(c, a, m) return torch.addmm(c, a, m, { alpha = -1.5, beta = -2.7 }) end,
+  ['addmm int64'] = function(c, a, m) return c:addmm(a, m, { alpha = 2, beta = 3 }) end,
+  ['addmv int64 fractional'] = function(c, a, v) return torch.addmv(c, a, v, { alpha = 2.9, beta = -1.2 }) end,
+  ['addbmm int64 fractional'] = function(c, x, y) return torch.addbmm(c, x, y, { beta = 0.6, alpha = -2.2 }) end,
+  ['baddbmm int64 fractional'] = function(c, x, y) return c:baddbmm(x, y, { beta = 1.9, alpha = 0.2 }) end,
+  ['addr bool'] = function(c, u, v) return torch.addr(c, u, v) end,
+  ['addr bool beta alpha'] = function(c, u, v) return torch.addr(c, u, v, { beta = 3, alpha = 2 }) end,
+  ['addr bool beta 0'] = function(c, u, v) return c:addr(u, v, { beta = 0 }) end,
+  ['addr bool alpha 0'] = function(c, u, v) return torch.addr(c, u, v, { alpha = 0 }) end,
+  ['addr int64'] = function(c, u, v) return torch.addr(c, u, v, { beta = -2, alpha = 3 }) end,
+  ['addr int64 fractional alpha'] = function(c, u, v) return torch.addr(c, u, v, { alpha = 0.5 }) end,
+  ['addr bool fractional beta'] = function(c, u, v) return torch.addr(c, u, v, { beta = 0.5 }) end,
+  ['addr float fractional'] = function(c, u, v) return torch.addr(c, u, v, { alpha = 0.5 }) end,
+  ['hardtanh int64 half'] = function(t) return F.hardtanh(t, { min_val = -0.5, max_val = 0.5 }) end,
+  ['hardtanh int64 fractional'] = function(t) return F.hardtanh(t, -2.5, 3.5) end,
+  ['hardtanh int64'] = function(t) return F.hardtanh(t) end,
+  ['hardtanh bool'] = function(t) return F.hardtanh(t) end,
+}
+
+local function input_of(spec, grad)
+  local t
+  if type(spec.values) == 'table' and #spec.values == 0 then
+    t = torch.zeros({ 0 }, { dtype = spec.dtype })
+  else
+    t = torch.tensor(spec.values, { dtype = spec.dtype })
+  end
+  if grad and torch.FLOAT_DTYPES[spec.dtype] then t:requires_grad_(true) end
+  return t
+end
+
+-- got (a tensor or nil) against want (a fixture output, or 'none')
+local function same(what, got, want, tol)
+  if want == 'none' then
+    assert(got == nil, what .. ': expected nil (PyTorch: None), got ' .. tostring(got))
+    return
+  end
+  assert(torch.is_tensor(got), what .. ': expected a tensor, got ' .. tostring(got))
+  assert.are.equal(want.dtype, got.dtype, what .. ': dtype')
+  assert.are.same(want.shape, got:size():totable(), what .. ': shape')
+  local g = flat(got:detach():reshape(-1):tolist())
+  assert.are.equal(#want.values, #g, what .. ': element count')
+  for i, w in ipairs(want.values) do
+    assert(same_number(g[i], w, tol), ('%s element %d: dplua %s, PyTorch %s'):format(what, i, tostring(g[i]), tostring(w)))
+  end
+end
+
+describe('conformance fixes against PyTorch', function()
+  local names = {}
+  for name in pairs(cases) do names[#names + 1] = name end
+  table.sort(names)
+  it('every fixture case has a call and every call a case', function()
+    for _, name in ipairs(names) do assert(CALLS[name], 'no call for ' .. name) end
+    for name in pairs(CALLS) do assert(cases[name], 'no fixture case for ' .. name) end
+  end)
+  for _, name in ipairs(names) do
+    local c = cases[name]
+    it(name, function()
+      local inputs = {}
+      for i, spec in ipairs(c.inputs) do inputs[i] = input_of(spec, c.grads ~= nil) end
+      if c.error then
+        local ok, err = pcall(CALLS[name], table.unpack(inputs))
+        assert(not ok, ('%s: dplua accepted what PyTorch refuses (%s)'):format(name, c.error))
+        assert(tostring(err):find('%S'), name .. ': an empty error message')
+        return
+      end
+      local results = table.pack(CALLS[name](table.unpack(inputs)))
+      assert.are.equal(#c.outputs, results.n, name .. ': number of results')
+      for j, want in ipairs(c.outputs) do
+        local tol = want ~= 'none' and want.dtype == 'float32' and 1e-5 or 1e-10
+        same(('%s (result %d)'):format(name, j), results[j], want, tol)
+      end
+      if c.grads then
+        local loss
+        for j = 1, results.n do
+          local r = results[j]
+          local gout = torch.arange(1, r:numel() + 1, { dtype = r.dtype }):cos():reshape(r:size())
+          local term = (r * gout):sum()
+          loss = loss and loss + term or term
+        end
+        local leaves = {}
+        for _, t in ipairs(inputs) do if t.requires_grad then leaves[#leaves + 1] = t end end
+        loss:backward()
+        for j, want in ipairs(c.grads) do
+          same(('%s (gradient %d)'):format(name, j), leaves[j].grad, want, 1e-10)
+        end
+      end
+    end)
+  end
+end)
