@@ -439,11 +439,12 @@ function M.install(torch)
       if math.type(repeats) ~= 'integer' or repeats < 0 then
         error(('repeat_interleave: repeats must be a non-negative integer, got %s'):format(tostring(repeats)), 2)
       end
+      if repeats == 1 then return t:clone() end   -- a new tensor, as PyTorch
       local shape, grown = t:size():totable(), t:size():totable()
       table.insert(grown, dim + 1, repeats)
       local u = t:unsqueeze(dim + 1):expand(grown)
       shape[dim] = n * repeats
-      return u:reshape(shape)
+      return u:contiguous():view(shape)   -- copied even where a view would do (n == 1)
     end
     if torch.is_tensor(repeats) then repeats = repeats:reshape(-1):tolist() end
     if #repeats == 1 then repeats = (function() local r = {} for i = 1, n do r[i] = repeats[1] end return r end)() end
