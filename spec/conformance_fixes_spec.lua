@@ -11,6 +11,12 @@ local flat, same_number = check.flat, check.same_number
 local here = debug.getinfo(1, 'S').source:match('^@(.*)/[^/]*$') or 'spec'
 local cases = dofile(here .. '/fixtures/conformance_fixes.lua')
 
+-- lstsq's fields in PyTorch's order
+local function lstsq(...)
+  local r = torch.linalg.lstsq(...)
+  return r.solution, r.residuals, r.rank, r.singular_values
+end
+
 local CALLS = {
   -- 1. dtypes of integer and bool inputs
   ['addmm int64 fractional'] = function(c, a, m) return torch.addmm(c, a, m, { alpha = 0.6, beta = 0.2 }) end,
@@ -31,14 +37,40 @@ local CALLS = {
   ['hardtanh int64 fractional'] = function(t) return F.hardtanh(t, -2.5, 3.5) end,
   ['hardtanh int64'] = function(t) return F.hardtanh(t) end,
   ['hardtanh bool'] = function(t) return F.hardtanh(t) end,
+  -- 3. linalg
+  ['linalg.norm nil options'] = function(t) return torch.linalg.norm(t, nil, { keepdim = false }) end,
+  ['linalg.norm ord options'] = function(t) return torch.linalg.norm(t, 0.5, { keepdim = true }) end,
+  ['linalg.norm matrix options'] = function(t) return torch.linalg.norm(t, nil, { keepdim = true }) end,
+  ['linalg.norm dim options'] = function(t) return torch.linalg.norm(t, 1, 2, { keepdim = true }) end,
+  ['linalg.vector_norm options'] = function(t) return torch.linalg.vector_norm(t, 3, { keepdim = true }) end,
+  ['linalg.matrix_norm options'] = function(t) return torch.linalg.matrix_norm(t, 'nuc', { keepdim = true }) end,
+  ['linalg.pinv hermitian'] = function(t) return torch.linalg.pinv(t, { hermitian = true }) end,
+  ['linalg.pinv hermitian float32 batched'] = function(t) return torch.linalg.pinv(t, { hermitian = true }) end,
+  ['linalg.pinv hermitian singular'] = function(t) return torch.linalg.pinv(t, { hermitian = true }) end,
+  ['linalg.pinv hermitian atol'] = function(t) return torch.linalg.pinv(t, { atol = 1.0, hermitian = true }) end,
+  ['linalg.lstsq default'] = function(a, b) return lstsq(a, b) end,
+  ['linalg.lstsq vector gelsd'] = function(a, b) return lstsq(a, b, { driver = 'gelsd' }) end,
+  ['linalg.lstsq batched float32 gelss'] = function(a, b) return lstsq(a, b, { driver = 'gelss' }) end,
+  ['linalg.lstsq rank deficient gelsd'] = function(a, b) return lstsq(a, b, { driver = 'gelsd' }) end,
+  ['linalg.lstsq bad driver'] = function(a, b) return lstsq(a, b, { driver = 'gelsx' }) end,
+  ['linalg.cross length 1'] = function(a, b) return torch.linalg.cross(a, b) end,
+  ['linalg.cross dims'] = function(a, b) return torch.linalg.cross(a, b) end,
+  ['linalg.cross broadcast'] = function(a, b) return torch.linalg.cross(a, b) end,
+  ['linalg.det empty gradient'] = function(t) return torch.linalg.det(t) end,
+  ['linalg.det gradient'] = function(t) return t:det() end,
 }
+for _, d in ipairs({ 'gels', 'gelsy', 'gelsd', 'gelss' }) do
+  CALLS['linalg.lstsq tall ' .. d] = function(a, b) return lstsq(a, b, { driver = d }) end
+  CALLS['linalg.lstsq wide ' .. d] = function(a, b) return lstsq(a, b, nil, { driver = d }) end
+end
 
 local function input_of(spec, grad)
   local t
   if type(spec.values) == 'table' and #spec.values == 0 then
-    t = torch.zeros({ 0 }, { dtype = spec.dtype })
+    t = torch.zeros(spec.shape or { 0 }, { dtype = spec.dtype })
   else
     t = torch.tensor(spec.values, { dtype = spec.dtype })
+    if spec.shape then t = t:reshape(spec.shape) end
   end
   if grad and torch.FLOAT_DTYPES[spec.dtype] then t:requires_grad_(true) end
   return t
