@@ -58,6 +58,17 @@ local CALLS = {
   ['linalg.cross broadcast'] = function(a, b) return torch.linalg.cross(a, b) end,
   ['linalg.det empty gradient'] = function(t) return torch.linalg.det(t) end,
   ['linalg.det gradient'] = function(t) return t:det() end,
+  -- 4. quantile shapes, isclose tolerances
+  ['quantile 0-dim keepdim midpoint'] = function(t) return torch.quantile(t, 0.5, { dim = 1, keepdim = true, interpolation = 'midpoint' }) end,
+  ['nanquantile 0-dim keepdim midpoint'] = function(t)
+    return t:nanquantile(0.5, { dim = -1, keepdim = true, interpolation = 'midpoint' })
+  end,
+  ['quantile 0-dim q tensor keepdim'] = function(t, q) return torch.quantile(t, q, 1, true) end,
+  ['quantile keepdim midpoint'] = function(t) return torch.quantile(t, 0.5, { dim = 2, keepdim = true, interpolation = 'midpoint' }) end,
+  ['isclose negative rtol'] = function(a, b) return torch.isclose(a, b, { rtol = -0.4 }) end,
+  ['isclose negative atol'] = function(a, b) return a:isclose(b, { atol = -0.4 }) end,
+  ['isclose NaN rtol'] = function(a, b) return torch.isclose(a, b, 0 / 0) end,
+  ['isclose zero tolerances'] = function(a, b) return torch.isclose(a, b, 0, 0) end,
 }
 for _, d in ipairs({ 'gels', 'gelsy', 'gelsd', 'gelss' }) do
   CALLS['linalg.lstsq tall ' .. d] = function(a, b) return lstsq(a, b, { driver = d }) end

@@ -61,6 +61,11 @@ function M.install(torch)
   both('isclose', function(a, b, rtol, atol, equal_nan)
     if type(rtol) == 'table' then rtol, atol, equal_nan = rtol.rtol, rtol.atol, rtol.equal_nan end
     rtol, atol = rtol or 1e-5, atol or 1e-8
+    for name, v in pairs({ rtol = rtol, atol = atol }) do
+      if type(v) ~= 'number' or not (v >= 0) then   -- NaN too, as PyTorch
+        error(('isclose: %s must be a number greater than or equal to zero, but got %s'):format(name, tostring(v)), 2)
+      end
+    end
     b = as_tensor(b, a)
     if a.dtype ~= b.dtype then
       error(('isclose: %s and %s tensors cannot be compared (convert one first)'):format(a.dtype, b.dtype), 2)
@@ -338,7 +343,7 @@ function M.install(torch)
         else r = vlo + (vhi - vlo) * (pos - lo) end
         local bad = ignore_nan and count:eq(0) or valid:ne(n)
         r = torch.where(bad, scalar(0 / 0, r), r)
-        if not keepdim or dim == nil then r = r:squeeze(d) end
+        if not keepdim or dim == nil or t:dim() == 0 then r = r:squeeze(d) end   -- a 0-dim input keeps 0 dims
         if keepdim and dim == nil then
           local ones = {}
           for i = 1, t:dim() do ones[i] = 1 end
