@@ -70,6 +70,13 @@ local CALLS = {
   ['isclose NaN rtol'] = function(a, b) return torch.isclose(a, b, 0 / 0) end,
   ['isclose zero tolerances'] = function(a, b) return torch.isclose(a, b, 0, 0) end,
 }
+-- linspace int64 START END STEPS
+for name in pairs(cases) do
+  local a, b, n = name:match('^linspace int64 (%S+) (%S+) (%d+)$')
+  if a then
+    CALLS[name] = function() return torch.linspace(tonumber(a), tonumber(b), math.tointeger(tonumber(n)), { dtype = 'int64' }) end
+  end
+end
 for _, d in ipairs({ 'gels', 'gelsy', 'gelsd', 'gelss' }) do
   CALLS['linalg.lstsq tall ' .. d] = function(a, b) return lstsq(a, b, { driver = d }) end
   CALLS['linalg.lstsq wide ' .. d] = function(a, b) return lstsq(a, b, nil, { driver = d }) end
@@ -168,5 +175,15 @@ describe('results that are new tensors, as PyTorch', function()
     local one = torch.tensor({ 2.5 })
     fresh('repeat_interleave of one element', torch.repeat_interleave(one, { repeats = 2 }), one, torch.tensor({ 2.5, 2.5 }))
     fresh('repeat_interleave once', a:repeat_interleave(1, 1), a, a)
+  end)
+  it('to with copy = true, positional (device, dtype, non_blocking, copy) or in the options', function()
+    local d = a:double()
+    fresh('to positional copy', d:to('cpu', 'float64', true, true), d, d)
+    fresh('to dtype copy', d:to('float64', false, true), d, d)
+    fresh('to options copy', d:to({ dtype = 'float64', copy = true }), d, d)
+    fresh('to tensor copy', d:to(d, false, true), d, d)
+    assert.are.equal(d:data_ptr(), d:to('cpu', 'float64', true):data_ptr(), 'to without copy: t itself')
+    assert.are.equal(d:data_ptr(), d:to('float64', false, false):data_ptr(), 'to with copy = false: t itself')
+    check.expect_error(function() d:to('cpu', true, true, true) end, 'at most two flags')
   end)
 end)
