@@ -69,6 +69,22 @@ local CALLS = {
   ['isclose negative atol'] = function(a, b) return a:isclose(b, { atol = -0.4 }) end,
   ['isclose NaN rtol'] = function(a, b) return torch.isclose(a, b, 0 / 0) end,
   ['isclose zero tolerances'] = function(a, b) return torch.isclose(a, b, 0, 0) end,
+  -- 7. pooling arguments
+  ['avg_pool2d positional'] = function(t) return F.avg_pool2d(t, 3, 1, 1, true, false, 2) end,
+  ['avg_pool2d positional pairs'] = function(t) return F.avg_pool2d(t, { 4, 4 }, { 2, 3 }, 1, true, false, 2) end,
+  ['avg_pool2d one-element padding'] = function(t) return F.avg_pool2d(t, { 3, 3 }, { 1, 1 }, { 1 }, true, false) end,
+  ['avg_pool2d empty stride negative divisor'] = function(t) return F.avg_pool2d(t, { 2, 2 }, {}, { 0 }, false, true, -2) end,
+  ['avg_pool2d options'] = function(t)
+    return F.avg_pool2d(t, { kernel_size = 3, stride = 2, padding = 1, count_include_pad = false })
+  end,
+  ['max_pool2d kernel_size in options'] = function(t) return F.max_pool2d(t, { kernel_size = 2, stride = 1 }) end,
+  ['max_pool2d positional indices'] = function(t) return F.max_pool2d(t, 3, 2, 1, 1, true, true) end,
+  ['max_pool2d positional dilation'] = function(t) return F.max_pool2d(t, 2, 1, 0, 2) end,
+  ['max_pool2d positional and options'] = function(t) return F.max_pool2d(t, 3, 2, { ceil_mode = true, dilation = { 1, 2 } }) end,
+  ['max_pool1d positional'] = function(t) return F.max_pool1d(t, 3, 2, 1, 2, true) end,
+  ['max_pool1d kernel_size in options'] = function(t) return F.max_pool1d(t, { kernel_size = 3, stride = 2, ceil_mode = true }) end,
+  ['avg_pool1d positional'] = function(t) return F.avg_pool1d(t, 3, 2, 1, true, false) end,
+  ['avg_pool1d options'] = function(t) return F.avg_pool1d(t, { 6 }, { stride = { 3 }, padding = { 2 }, ceil_mode = true }) end,
 }
 -- linspace int64 START END STEPS
 for name in pairs(cases) do
