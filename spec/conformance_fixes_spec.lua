@@ -85,6 +85,15 @@ local CALLS = {
   ['max_pool1d kernel_size in options'] = function(t) return F.max_pool1d(t, { kernel_size = 3, stride = 2, ceil_mode = true }) end,
   ['avg_pool1d positional'] = function(t) return F.avg_pool1d(t, 3, 2, 1, true, false) end,
   ['avg_pool1d options'] = function(t) return F.avg_pool1d(t, { 6 }, { stride = { 3 }, padding = { 2 }, ceil_mode = true }) end,
+  -- 8. batch_norm's options table after positional arguments
+  ['batch_norm options after weight and bias'] = function(x, m, v, w, b)
+    return F.batch_norm(x, m, v, w, b, { training = true, momentum = 0.5, eps = 0.6 }), m, v
+  end,
+  ['batch_norm eval options after weight and bias'] = function(x, m, v, w, b)
+    return F.batch_norm(x, m, v, w, b, { training = false, momentum = -1.2 }), m, v
+  end,
+  ['batch_norm positional'] = function(x, m, v, w, b) return F.batch_norm(x, m, v, w, b, true, 0.3, 0.01), m, v end,
+  ['batch_norm weight in options'] = function(x, m, v, w) return F.batch_norm(x, m, v, { weight = w, training = true }), m, v end,
 }
 -- linspace int64 START END STEPS
 for name in pairs(cases) do
