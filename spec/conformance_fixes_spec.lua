@@ -94,6 +94,18 @@ local CALLS = {
   end,
   ['batch_norm positional'] = function(x, m, v, w, b) return F.batch_norm(x, m, v, w, b, true, 0.3, 0.01), m, v end,
   ['batch_norm weight in options'] = function(x, m, v, w) return F.batch_norm(x, m, v, { weight = w, training = true }), m, v end,
+  -- addcmul's dtype, renorm's and copysign's gradients
+  ['addcmul int64 fractional'] = function(t, a, c) return torch.addcmul(t, a, c, { value = 3.14 }) end,
+  ['addcmul int64 negative fractional'] = function(t, a, c) return t:addcmul(a, c, { value = -3.7 }) end,
+  ['addcmul mixed'] = function(t, a, c) return torch.addcmul(t, a, c, { value = 0.5 }) end,
+  ['addcmul bool'] = function(t, a, c) return torch.addcmul(t, a, c) end,
+  ['renorm p2 gradient'] = function(t) return torch.renorm(t, 2, 2, 0.5) end,
+  ['renorm p1 gradient'] = function(t) return t:renorm(1, 3, 3.0) end,
+  ['renorm inf gradient'] = function(t) return torch.renorm(t, math.huge, 1, 2.0) end,
+  ['renorm p0.5 last dim gradient'] = function(t) return torch.renorm(t, 0.5, -1, 0.5) end,
+  ['renorm 1-D'] = function(t) return torch.renorm(t, 2, 1, 1.0) end,
+  ['copysign gradient'] = function(a, c) return torch.copysign(a, c) end,
+  ['copysign broadcast gradient'] = function(a, c) return a:copysign(c) end,
 }
 -- linspace int64 START END STEPS
 for name in pairs(cases) do
@@ -191,7 +203,7 @@ describe('results that are new tensors, as PyTorch', function()
     assert.is_true(t:equal(before), what .. ': writing into the result changed the input')
   end
   local a = torch.tensor({ { 1.5, -2 }, { 3, 4 }, { -5, 6 } })
-  it('flip, roll and repeat_interleave that move nothing', function()
+  it('flip, roll, repeat_interleave and diff that move nothing', function()
     fresh('flip with no dims', torch.flip(a, { dims = {} }), a, a)
     fresh('flip of size-1 dims', torch.flip(a:narrow(1, 1, 1), { 1 }), a, a:narrow(1, 1, 1))
     fresh('roll by 0', torch.roll(a, 0, 1), a, a)
@@ -200,6 +212,7 @@ describe('results that are new tensors, as PyTorch', function()
     local one = torch.tensor({ 2.5 })
     fresh('repeat_interleave of one element', torch.repeat_interleave(one, { repeats = 2 }), one, torch.tensor({ 2.5, 2.5 }))
     fresh('repeat_interleave once', a:repeat_interleave(1, 1), a, a)
+    fresh('diff with n = 0', torch.diff(a, 0, 1), a, a)
   end)
   it('to with copy = true, positional (device, dtype, non_blocking, copy) or in the options', function()
     local d = a:double()

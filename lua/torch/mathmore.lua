@@ -129,7 +129,13 @@ function M.install(torch)
   both('copysign', function(a, b)
     a, b = floated(a), as_tensor(b, a)
     local negative = b:signbit()
-    return torch.where(negative, -a:abs(), a:abs())
+    local r = torch.where(negative, -a:abs(), a:abs())
+    if b.requires_grad then
+      -- b's gradient is zeros, as PyTorch's (not none): r minus a zero that b flows into
+      -- (r - 0 keeps r's -0.0, NaN and infinities)
+      r = r - torch.where(torch.zeros_like(negative), b, 0)
+    end
+    return r
   end)
 
   local MANT = { float32 = 24, float64 = 53 }
@@ -210,7 +216,17 @@ function M.install(torch)
   end)
   -- addcmul(t1, t2 [, value=1]) = self + value * t1 * t2; addcdiv with t1 / t2
   local function value_of(v) if type(v) == 'table' then return v.value or 1 end return v or 1 end
-  both('addcmul', function(t, t1, t2, v) return t + t1 * t2 * value_of(v) end)
+  both('addcmul', function(t, t1, t2, v)
+    v = value_of(v)
+    local function int(x) return torch.is_tensor(x) and not torch.FLOAT_DTYPES[x.dtype] end
+    if int(t) and int(t1) and int(t2) then
+      if t.dtype == 'bool' and t1.dtype == 'bool' and t2.dtype == 'bool' then
+        error('addcmul: not implemented for bool tensors', 2)
+      end
+      v = v < 0 and math.ceil(v) or math.floor(v)   -- integers stay integers: value toward zero, as PyTorch
+    end
+    return t + t1 * t2 * v
+  end)
   both('addcdiv', function(t, t1, t2, v)
     if not is_float(t1) and not is_float(t2) then
       error('addcdiv: integer division with addcdiv is no longer supported; use floor_divide or true_divide', 2)
@@ -630,7 +646,7 @@ function M.install(torch)
       local a, b = x:narrow(dim, 2, len - 1), x:narrow(dim, 1, len - 1)
       x = x.dtype == 'bool' and a:ne(b) or a - b
     end
-    return x
+    return rawequal(x, t) and t:clone() or x   -- n = 0: a new tensor, as PyTorch
   end)
 
   -- kron(other): the Kronecker product
@@ -671,6 +687,7 @@ function M.install(torch)
     if not is_float(t) then error(('renorm: expected a floating point tensor, got %s'):format(t.dtype), 2) end
     if type(p) ~= 'number' or p <= 0 then error(('renorm: p must be a positive number, got %s'):format(tostring(p)), 2) end
     if type(maxnorm) ~= 'number' or maxnorm < 0 then error(('renorm: maxnorm must be non-negative, got %s'):format(tostring(maxnorm)), 2) end
+    if t:dim() < 2 then error(('renorm: input needs at least 2 dimensions, got %d dimensions'):format(t:dim()), 2) end
     dim = dim_of('renorm', t, dim)
     local others = {}
     for d = 1, t:dim() do if d ~= dim then others[#others + 1] = d end end
@@ -678,7 +695,7 @@ function M.install(torch)
     if p == math.huge then norms = amax(t:abs(), others, true)
     else norms = reduce_dims(t:abs() ^ p, others, true, function(r, d) return r:sum(d, true) end) ^ (1 / p) end
     local factor = torch.where(norms:gt(maxnorm), maxnorm / (norms + 1e-7), scalar(1, t))
-    return t * factor:detach()
+    return t * factor   -- differentiated through the norms too, as PyTorch's renorm
   end)
 
   -- ---------------------------------------------------------------- integrals
