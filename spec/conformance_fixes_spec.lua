@@ -106,6 +106,14 @@ local CALLS = {
   ['renorm 1-D'] = function(t) return torch.renorm(t, 2, 1, 1.0) end,
   ['copysign gradient'] = function(a, c) return torch.copysign(a, c) end,
   ['copysign broadcast gradient'] = function(a, c) return a:copysign(c) end,
+  -- cov's weights
+  ['cov float fweights'] = function(x, w) return torch.cov(x, { fweights = w }) end,
+  ['cov fweights count'] = function(x, w) return torch.cov(x, { fweights = w }) end,
+  ['cov negative fweights'] = function(x, w) return torch.cov(x, { fweights = w }) end,
+  ['cov int64 aweights'] = function(x, w) return torch.cov(x, { aweights = w }) end,
+  ['cov aweights count'] = function(x, w) return torch.cov(x, { aweights = w }) end,
+  ['cov negative aweights'] = function(x, w) return torch.cov(x, { aweights = w }) end,
+  ['cov weights'] = function(x, f, a) return torch.cov(x, { fweights = f, aweights = a }) end,
 }
 -- linspace int64 START END STEPS
 for name in pairs(cases) do

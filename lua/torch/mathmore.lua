@@ -376,8 +376,34 @@ function M.install(torch)
 
   -- cov([{correction=1, fweights=, aweights=}]): the covariance of the rows (variables)
   -- over the columns (observations)
+  -- cov's fweights (int64) and aweights (floating): 1-D or 0-D, one per observation (n),
+  -- none negative, as PyTorch checks them
+  local function check_cov_weights(opts, n)
+    for _, name in ipairs({ 'fweights', 'aweights' }) do
+      local w = opts[name]
+      if w ~= nil then
+        if not torch.is_tensor(w) then error(('cov: %s must be a tensor, got %s'):format(name, type(w)), 3) end
+        if w:dim() > 1 then
+          error(('cov: expected %s to have one or fewer dimensions but got %s with %d dimensions'):format(name, name, w:dim()), 3)
+        end
+        local float = torch.FLOAT_DTYPES[w.dtype] == true
+        if name == 'fweights' and (float or w.dtype == 'bool') then
+          error(('cov: expected fweights to have integral dtype but got fweights with %s dtype'):format(w.dtype), 3)
+        elseif name == 'aweights' and not float then
+          error(('cov: expected aweights to have floating point dtype but got aweights with %s dtype'):format(w.dtype), 3)
+        end
+        if w:numel() ~= n then
+          error(('cov: expected %s to have the same numel as there are observations in the input but got %d != %d')
+            :format(name, w:numel(), n), 3)
+        end
+        if n > 0 and w:lt(0):any():item() then error(('cov: %s cannot be negative'):format(name), 3) end
+      end
+    end
+  end
+
   local function cov(t, opts)
     opts = opts or {}
+    if t:dim() <= 2 then check_cov_weights(opts, t:dim() < 2 and t:numel() or t:size(2)) end
     if t:dim() > 2 then error(('cov: expected a tensor with at most 2 dimensions, got %d'):format(t:dim()), 2) end
     local x = floated(t:dim() < 2 and t:reshape(1, -1) or t)
     local n = x:size(2)
