@@ -115,6 +115,16 @@ local CALLS = {
   ['cov negative aweights'] = function(x, w) return torch.cov(x, { aweights = w }) end,
   ['cov weights'] = function(x, f, a) return torch.cov(x, { fweights = f, aweights = a }) end,
 }
+-- vector_norm gradient at zero ord ORD
+for name in pairs(cases) do
+  local o = name:match('^vector_norm gradient at zero ord (%S+)$')
+  if o then
+    local ord = o == 'inf' and math.huge or tonumber(o)
+    CALLS[name] = function(t) return torch.linalg.vector_norm(t, ord, 2) end
+  end
+end
+CALLS['linalg.norm gradient of zeros'] = function(t) return torch.linalg.norm(t, nil, { keepdim = false }) end
+CALLS['matrix_norm fro gradient of zeros'] = function(t) return torch.linalg.matrix_norm(t) end
 -- linspace int64 START END STEPS
 for name in pairs(cases) do
   local a, b, n = name:match('^linspace int64 (%S+) (%S+) (%d+)$')

@@ -477,6 +477,11 @@ local function dims_list(dim)
   return type(dim) == 'table' and dim or { dim }
 end
 
+-- the 0 "norm", a count: PyTorch's result requires grad, with no gradient (None)
+local NormZero = Function:extend('LinalgVectorNormBackward0')
+function NormZero.forward(_, _, count) return count() end
+function NormZero.backward() return nil end
+
 -- vector_norm(x [, ord=2 [, dim [, keepdim=false]]] | {ord=, dim=, keepdim=}): over all
 -- elements, or over dim (a number or a table of dims)
 function linalg.vector_norm(x, ord, dim, keepdim)
@@ -509,10 +514,20 @@ function linalg.vector_norm(x, ord, dim, keepdim)
   end
   if ord == math.huge then return reduce(a, 'max') end
   if ord == -math.huge then return reduce(a, 'min') end
-  if ord == 0 then return reduce(a:ne(0):to(x.dtype), 'sum') end
+  if ord == 0 then return NormZero.apply(x, function() return reduce(a:ne(0):to(x.dtype), 'sum') end) end
   if ord == 1 then return reduce(a, 'sum') end
-  if ord == 2 then return reduce(x * x, 'sum'):sqrt() end
-  return reduce(a ^ ord, 'sum') ^ (1 / ord)
+  -- the gradients at zero are PyTorch's subgradients, 0 (not NaN): the powers of zero and
+  -- the roots of a zero sum are taken where they are 1 and then replaced
+  local function zero_safe(t, z, f)
+    return torch.where(z, torch.zeros_like(t), f(torch.where(z, torch.ones_like(t), t)))
+  end
+  local function root(sum, e) return zero_safe(sum, sum:eq(0), function(v) return v ^ e end) end
+  if ord == 2 then return root(reduce(x * x, 'sum'), 0.5) end
+  if ord > 0 then return root(reduce(zero_safe(a, a:eq(0), function(v) return v ^ ord end), 'sum'), 1 / ord) end
+  -- ord < 0: a zero element makes the norm 0 (|0|^ord is infinite)
+  local zeros = reduce(a:eq(0):to(x.dtype), 'sum'):gt(0)
+  local n = reduce(zero_safe(a, a:eq(0), function(v) return v ^ ord end), 'sum') ^ (1 / ord)
+  return torch.where(zeros, torch.zeros_like(n), n)
 end
 
 -- matrix_norm(A [, ord='fro' [, dim={-2, -1} [, keepdim=false]]]): 'fro', 'nuc', 2, -2,
