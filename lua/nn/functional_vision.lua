@@ -372,6 +372,10 @@ function F.pad(x, pad, mode, value)
       y = y:index_select(d, index_tensor(idx, y.device))
     end
   end
+  -- a new tensor even where nothing was added (zero or only negative pads), as PyTorch
+  if y:numel() > 0 and y:data_ptr() >= x:data_ptr() and y:data_ptr() < x:data_ptr() + x:numel() * x:element_size() then
+    y = y:clone()
+  end
   return y
 end
 
@@ -458,7 +462,7 @@ function F.interpolate(x, opts)
       y = y:index_select(d, index_tensor(idx, x.device))
     end
   end
-  return y
+  return rawequal(y, x) and x:clone() or y   -- the same size: a new tensor, as PyTorch
 end
 
 function F.upsample(x, opts) return F.interpolate(x, opts) end
