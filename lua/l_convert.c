@@ -90,13 +90,23 @@ static void device_ready(lua_State *L, dp_device d)
         lt_raise(L);
 }
 
-static int convert(lua_State *L, dp_tensor *t, dp_device dev, dp_dtype dt, bool non_blocking)
+/* t on dev as dt: t itself when nothing changes, unless copy asks for a new tensor always */
+static int convert_copy(lua_State *L, dp_tensor *t, dp_device dev, dp_dtype dt, bool non_blocking, bool copy)
 {
     if (!dp_device_eq(dev, t->device))
         device_ready(L, dev);
     dp_tensor **slot = lt_newslot(L);
     *slot = dp_to(t, dev, dt, non_blocking);
+    if (copy && *slot == t) {
+        dp_tensor_release(*slot);
+        *slot = dp_clone(t);
+    }
     return push_same_or_new(L, t, slot);
+}
+
+static int convert(lua_State *L, dp_tensor *t, dp_device dev, dp_dtype dt, bool non_blocking)
+{
+    return convert_copy(L, t, dev, dt, non_blocking, false);
 }
 
 static int t_to(lua_State *L)
@@ -104,8 +114,8 @@ static int t_to(lua_State *L)
     dp_tensor *t = lt_check(L, 1);
     dp_device dev = t->device;
     dp_dtype dt = t->dtype;
-    bool non_blocking = false;
-    int top = lua_gettop(L);
+    bool non_blocking = false, copy = false;
+    int top = lua_gettop(L), flags = 0;
     if (top < 2)
         return luaL_error(L, "to: expected a device, a dtype, a tensor or an options table");
     for (int i = 2; i <= top; i++) {
@@ -125,7 +135,7 @@ static int t_to(lua_State *L)
                                       i - 1, luaL_typename(L, -2), luaL_tolstring(L, -2, NULL));
                 if (strcmp(k, "device") && strcmp(k, "dtype") && strcmp(k, "non_blocking") && strcmp(k, "copy"))
                     return luaL_error(L, "Tensor:to: unknown option '%s' (the options are device, dtype, "
-                                         "non_blocking)", k);
+                                         "non_blocking, copy)", k);
                 lua_pop(L, 1);
             }
             if (lua_getfield(L, i, "device") != LUA_TNIL)
@@ -135,9 +145,17 @@ static int t_to(lua_State *L)
                 return luaL_error(L, "Tensor:to: option dtype: unknown dtype %s (expected float32, float64, "
                                      "float16, bfloat16, int64 or bool)", luaL_tolstring(L, -1, NULL));
             lua_pop(L, 2);
-            non_blocking = lt_optfield_bool(L, i, "non_blocking", false);
+            non_blocking = lt_optfield_bool(L, i, "non_blocking", non_blocking);
+            copy = lt_optfield_bool(L, i, "copy", copy);
         } else if (lua_isboolean(L, i)) {
-            non_blocking = lua_toboolean(L, i);
+            /* PyTorch's order: to(device, dtype, non_blocking, copy) */
+            if (flags == 0)
+                non_blocking = lua_toboolean(L, i);
+            else if (flags == 1)
+                copy = lua_toboolean(L, i);
+            else
+                return luaL_error(L, "Tensor:to: argument %d: at most two flags (non_blocking, copy), got a third", i - 1);
+            flags++;
         } else if (lua_type(L, i) == LUA_TSTRING && dp_device_parse(lua_tostring(L, i), &dev) != 0) {
             return luaL_argerror(L, i, lua_pushfstring(L, "'%s' is neither a dtype (float32, float64, float16, "
                                                           "bfloat16, int64, bool) nor a device (cpu, cpu:N, cuda, cuda:N)",
@@ -146,7 +164,7 @@ static int t_to(lua_State *L)
             dev = lt_check_device(L, i);
         }
     }
-    return convert(L, t, dev, dt, non_blocking);
+    return convert_copy(L, t, dev, dt, non_blocking, copy);
 }
 
 static int t_cuda(lua_State *L)

@@ -782,6 +782,44 @@ static int c_bytes_copied(lua_State *L)
     return 1;
 }
 
+/* _linspace_int64(start, end, steps): linspace's int64 values (steps >= 2) on the CPU, as
+ * PyTorch 1.13's CPU kernel makes them.  start and end are truncated to integers and
+ * step = (end - start) / (steps - 1) in double; element i is trunc(start + step * i) below
+ * steps / 2 and trunc(end - step * (steps - 1 - i)) from there, each product and sum one
+ * fused multiply-add, as that kernel is compiled.  But the kernel fills whole blocks of 8 (two
+ * vectors of 4) from the value v of each vector's first element: its element k is
+ * trunc(v + k * step); the elements after the last whole block are computed one by one. */
+static int64_t linspace_one(int64_t start, int64_t end, double step, int64_t steps, int64_t i)
+{
+    if (i < steps / 2)
+        return (int64_t)fma(step, (double)i, (double)start);
+    return (int64_t)fma(-step, (double)(steps - i - 1), (double)end);
+}
+
+static int c_linspace_int64(lua_State *L)
+{
+    double a = luaL_checknumber(L, 1), b = luaL_checknumber(L, 2);
+    lua_Integer steps = luaL_checkinteger(L, 3);
+    luaL_argcheck(L, steps >= 2, 3, "linspace: expected at least 2 steps");
+    luaL_argcheck(L, isfinite(a) && isfinite(b) && fabs(a) < 9.2e18 && fabs(b) < 9.2e18, 1,
+                  "linspace: start and end must be finite int64 values");
+    int64_t start = (int64_t)a, end = (int64_t)b, n = steps;
+    double step = ((double)end - (double)start) / (double)(n - 1);
+    dp_tensor **slot = lt_newslot(L);
+    *slot = dp_empty(1, &n, DP_INT64, (dp_device){ DP_DEVICE_CPU, 0 });
+    if (!*slot)
+        return lt_done(L, NULL);
+    int64_t *out = dp_data(*slot), whole = n / 8 * 8;
+    for (int64_t c = 0; c < whole; c += 4) {
+        int64_t v = linspace_one(start, end, step, n, c);
+        for (int k = 0; k < 4; k++)
+            out[c + k] = (int64_t)fma((double)k, step, (double)v);
+    }
+    for (int64_t i = whole; i < n; i++)
+        out[i] = linspace_one(start, end, step, n, i);
+    return lt_done(L, *slot);
+}
+
 /* ------------------------------------------------------------------ _C */
 
 static const luaL_Reg torch_functions[] = {
@@ -798,7 +836,7 @@ static const luaL_Reg torch_functions[] = {
     { "linear", c_linear }, { "conv", c_conv }, { "mse_loss", c_mse_loss }, { "nll_loss", c_nll_loss },
     { "cross_entropy", c_cross_entropy }, { "dropout", c_dropout }, { "sgd_step", c_sgd_step },
     { "adam_step", c_adam_step }, { "adadelta_step", c_adadelta_step }, { "bytes_copied", c_bytes_copied }, { "set_data", c_set_data },
-    { "layer_norm", c_layer_norm },
+    { "layer_norm", c_layer_norm }, { "_linspace_int64", c_linspace_int64 },
     { "ops", lt_push_op_table }, { NULL, NULL }
 };
 

@@ -385,7 +385,7 @@ typedef struct {
     int64_t output_size[2];
     int64_t kernel[2], stride[2], padding[2], dilation[2];
     bool ceil_mode, count_include_pad;
-    int64_t divisor_override;     /* 0: none */
+    int64_t divisor_override;     /* 0: none; any other integer, negative too, as PyTorch */
 } dp_pool2d_opts;
 dp_tensor *dp_pool2d(dp_tensor *x, const dp_pool2d_opts *o, dp_tensor **indices);
 /* ---- convolution (conv.c): N-d convolution and its transpose over nd = 1..3 spatial dims.

@@ -1,5 +1,6 @@
 /* linalg.c: matrix products through the backend's GEMM (OpenBLAS / cuBLAS): mm, bmm,
  * matmul, addmm and the fused linear layer, each with its backward. */
+#include <math.h>
 #include <string.h>
 
 #include "internal.h"
@@ -143,6 +144,12 @@ dp_tensor *dp_addmm(dp_tensor *c, dp_tensor *a, dp_tensor *b, double beta, doubl
 {
     dp_tensor *p = dp_mm(a, b), *pa = NULL, *cb = NULL, *out = NULL;
     if (!p) return NULL;
+    if (!dp_dtype_is_float(p->dtype) && !dp_dtype_is_float(c->dtype)) {
+        /* integer operands keep their dtype: PyTorch converts beta and alpha to the
+           integer type (toward zero), so addmm(int64, ..., {alpha = 0.6}) scales by 0 */
+        beta = trunc(beta);
+        alpha = trunc(alpha);
+    }
     pa = alpha == 1 ? (dp_tensor_retain(p), p) : dp_binary_scalar(DP_MUL, p, alpha, false);
     cb = beta == 1 ? (dp_tensor_retain(c), c) : dp_binary_scalar(DP_MUL, c, beta, false);
     if (pa && cb) out = dp_binary(DP_ADD, cb, pa);

@@ -139,10 +139,6 @@ static int pool_params(dp_tensor *x, const dp_pool2d_opts *o, dp_pool2d_params *
             return -1;
         }
     }
-    if (o->kind == DP_POOL_AVG && o->divisor_override < 0) {
-        dp_error("%s: divisor_override must be a positive integer, got %lld", who, (long long)o->divisor_override);
-        return -1;
-    }
     p->kh = o->kernel[0]; p->kw = o->kernel[1];
     p->sh = o->stride[0]; p->sw = o->stride[1];
     p->ph = o->padding[0]; p->pw = o->padding[1];

@@ -300,6 +300,12 @@ function M.hardtanh(x, min_val, max_val)
   if min_val > max_val then
     utils.error(('hardtanh: min_val (%s) cannot be greater than max_val (%s)'):format(min_val, max_val))
   end
+  if x.dtype == 'bool' then utils.error('hardtanh: bool inputs are not supported') end
+  if not torch.FLOAT_DTYPES[x.dtype] then
+    -- integers stay integers: PyTorch converts the bounds to the integer type (toward zero)
+    local function toward_zero(v) return v < 0 and math.ceil(v) or math.floor(v) end
+    return x:clamp(toward_zero(min_val), toward_zero(max_val))
+  end
   local bound = x:clamp(min_val, max_val):detach()
   return torch.where(x:le(min_val), bound, torch.where(x:ge(max_val), bound, x))
 end

@@ -269,15 +269,17 @@ local function check_1d(who, x)
   if x:dim() ~= 2 and x:dim() ~= 3 then fail('%s: expected a 2-D or 3-D input ([C, L] or [N, C, L]), got shape %s', who, utils.shape(x)) end
 end
 
--- avg_pool1d(x, kernel_size [, stride | {stride=kernel_size, padding=0, ceil_mode=false,
--- count_include_pad=true}]) of [C, L] or [N, C, L]
-function M.avg_pool1d(x, kernel_size, opts)
+-- avg_pool1d(x, kernel_size [, stride=kernel_size [, padding=0 [, ceil_mode=false [,
+-- count_include_pad=true]]]]) of [C, L] or [N, C, L], PyTorch's positional order, or any of
+-- them in an options table after the positional ones (kernel_size too)
+function M.avg_pool1d(x, ...)
   local who = 'avg_pool1d'
   check_1d(who, x)
-  if opts ~= nil and (math.type(opts) == 'integer' or (type(opts) == 'table' and opts[1] ~= nil)) then opts = { stride = opts } end
-  local o = utils.options(who, opts, { stride = false, padding = 0, ceil_mode = false, count_include_pad = true })
-  local k = one(who, 'kernel_size', kernel_size)
-  local s = o.stride and one(who, 'stride', o.stride) or k
+  local o = M._pool_args(who, { 'kernel_size', 'stride', 'padding', 'ceil_mode', 'count_include_pad' },
+                         { stride = false, padding = 0, ceil_mode = false, count_include_pad = true }, ...)
+  local k = one(who, 'kernel_size', o.kernel_size)
+  local stride = M._pool_size(o.stride, 1, false)
+  local s = stride and one(who, 'stride', stride) or k
   local p = one(who, 'padding', o.padding, true)
   if p > k // 2 then fail('%s: pad should be at most half of kernel size, but got pad=%d and kernel_size=%d', who, p, k) end
   local h = x:dim()
@@ -747,6 +749,7 @@ function M.one_hot(t, num_classes)
 end
 
 function M.install(F)
+  M._pool_args, M._pool_size = F._pool_args, F._pool_size   -- lua/nn/functional_vision.lua's
   for _, name in ipairs { 'selu', 'celu', 'glu', 'hardswish', 'hardsigmoid', 'softsign', 'tanhshrink', 'threshold',
                           'softmin', 'logsigmoid', 'prelu', 'gumbel_softmax', 'pixel_shuffle', 'pixel_unshuffle',
                           'channel_shuffle', 'avg_pool1d', 'adaptive_avg_pool1d', 'adaptive_max_pool1d', 'normalize',

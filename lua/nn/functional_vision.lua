@@ -33,15 +33,57 @@ local function pair(who, what, v, n, allow_zero)
 end
 F._pair = pair
 
--- The options of a pooling call: the third argument is either the stride (a number or a
--- pair, as PyTorch's positional form) or the options table.
-local function pool_opts(who, a, defaults)
-  if a ~= nil and (math.type(a) == 'integer' or (type(a) == 'table' and a[1] ~= nil)) then
-    a = { stride = a }
+-- The arguments of a pooling call after the input, in PyTorch's positional order (names),
+-- the options table (a table with named fields) being the last one given, or the only one
+-- (kernel_size among its fields): one table of them with the defaults filled in.  A size
+-- given as a table of one number stands for n of them, an empty table (PyTorch's []) for
+-- the default; an argument given both positionally and in the options table is an error.
+local function pool_args(who, names, defaults, ...)
+  local args = table.pack(...)
+  local n, opts = args.n, nil
+  while n > 0 and args[n] == nil do n = n - 1 end
+  local last = args[n]
+  if type(last) == 'table' and not torch.is_tensor(last) then
+    local named = false
+    for k in pairs(last) do if type(k) == 'string' then named = true end end
+    if named then opts, n = last, n - 1 end
   end
-  local o = utils.options(who, a, defaults)
+  if n > #names then
+    utils.error(('%s: takes at most %d positional arguments after the input (%s), got %d')
+      :format(who, #names, table.concat(names, ', '), n))
+  end
+  local all = { kernel_size = NONE }
+  for k, v in pairs(defaults) do all[k] = v end
+  local merged = {}
+  for k, v in pairs(opts or {}) do merged[k] = v end
+  for i = 1, n do
+    if args[i] ~= nil then
+      if merged[names[i]] ~= nil then
+        utils.error(('%s: %s given both positionally and in the options'):format(who, names[i]))
+      end
+      merged[names[i]] = args[i]
+    end
+  end
+  local o = utils.options(who, merged, all)
+  if o.kernel_size == nil then utils.error(('%s: kernel_size is required'):format(who)) end
   return o
 end
+F._pool_args = pool_args
+
+-- a size argument of a pooling call as n numbers: a table of one number stands for n of
+-- them, an empty table (PyTorch's []) for the default def
+local function pool_size(v, n, def)
+  if type(v) == 'table' and getmetatable(v) == nil then
+    if #v == 0 and next(v) == nil then return def end
+    if #v == 1 and n > 1 then
+      local r = {}
+      for i = 1, n do r[i] = v[1] end
+      return r
+    end
+  end
+  return v
+end
+F._pool_size = pool_size
 
 local function check_dims(who, x, lo, hi, shape)
   check(who, x)
@@ -51,33 +93,39 @@ local function check_dims(who, x, lo, hi, shape)
   end
 end
 
+local MAX_NAMES = { 'kernel_size', 'stride', 'padding', 'dilation', 'ceil_mode', 'return_indices' }
 local MAX_DEFAULTS = { stride = false, padding = 0, dilation = 1, ceil_mode = false, return_indices = false }
 
--- max_pool2d(x, kernel_size [, stride | {stride=kernel_size, padding=0, dilation=1,
--- ceil_mode=false, return_indices=false}]): with return_indices also the indices of the
--- maxima, counted from 1 within each plane (h-1) * W + w, PyTorch's flat index plus one.
-function F.max_pool2d(x, kernel_size, opts)
+-- max_pool2d(x, kernel_size [, stride=kernel_size [, padding=0 [, dilation=1 [,
+-- ceil_mode=false [, return_indices=false]]]]]), PyTorch's positional order, or any of them
+-- in an options table after the positional ones (kernel_size too: max_pool2d(x,
+-- {kernel_size = 2, stride = 1})): with return_indices also the indices of the maxima,
+-- counted from 1 within each plane (h-1) * W + w, PyTorch's flat index plus one.
+function F.max_pool2d(x, ...)
   local who = 'max_pool2d'
   check_dims(who, x, 3, 4, '[C, H, W] or [N, C, H, W]')
-  local o = pool_opts(who, opts, MAX_DEFAULTS)
-  local kh, kw = pair(who, 'kernel_size', kernel_size)
+  local o = pool_args(who, MAX_NAMES, MAX_DEFAULTS, ...)
+  local kh, kw = pair(who, 'kernel_size', pool_size(o.kernel_size, 2))
   local sh, sw = kh, kw
-  if o.stride then sh, sw = pair(who, 'stride', o.stride) end
-  local ph, pw = pair(who, 'padding', o.padding, 2, true)
-  local dh, dw = pair(who, 'dilation', o.dilation)
+  local stride = pool_size(o.stride, 2, false)
+  if stride then sh, sw = pair(who, 'stride', stride) end
+  local ph, pw = pair(who, 'padding', pool_size(o.padding, 2, 0), 2, true)
+  local dh, dw = pair(who, 'dilation', pool_size(o.dilation, 2, 1))
   return C.pool2d(x, 'max', false, kh, kw, sh, sw, ph, pw, dh, dw, o.ceil_mode, false, 0, o.return_indices)
 end
 
--- max_pool1d(x, kernel_size [, stride | {...}]) of [C, L] or [N, C, L]; indices count
+-- max_pool1d(x, kernel_size [, stride [, padding [, dilation [, ceil_mode [,
+-- return_indices]]]]]) of [C, L] or [N, C, L], arguments as max_pool2d's; indices count
 -- positions along L from 1.
-function F.max_pool1d(x, kernel_size, opts)
+function F.max_pool1d(x, ...)
   local who = 'max_pool1d'
   check_dims(who, x, 2, 3, '[C, L] or [N, C, L]')
-  local o = pool_opts(who, opts, MAX_DEFAULTS)
-  local k = pair(who, 'kernel_size', kernel_size, 1)
-  local s = o.stride and pair(who, 'stride', o.stride, 1) or k
-  local p = pair(who, 'padding', o.padding, 1, true)
-  local d = pair(who, 'dilation', o.dilation, 1)
+  local o = pool_args(who, MAX_NAMES, MAX_DEFAULTS, ...)
+  local k = pair(who, 'kernel_size', o.kernel_size, 1)
+  local stride = pool_size(o.stride, 1, false)
+  local s = stride and pair(who, 'stride', stride, 1) or k
+  local p = pair(who, 'padding', pool_size(o.padding, 1, 0), 1, true)
+  local d = pair(who, 'dilation', pool_size(o.dilation, 1, 1), 1)
   local h = x:dim()   -- the new dim of size 1 before L
   local y, idx = C.pool2d(x:unsqueeze(h), 'max', false, 1, k, 1, s, 0, p, 1, d, o.ceil_mode, false, 0,
                           o.return_indices)
@@ -85,20 +133,25 @@ function F.max_pool1d(x, kernel_size, opts)
   return y:squeeze(h)
 end
 
--- avg_pool2d(x, kernel_size [, stride | {stride=kernel_size, padding=0, ceil_mode=false,
--- count_include_pad=true, divisor_override=nil}])
-function F.avg_pool2d(x, kernel_size, opts)
+local AVG_NAMES = { 'kernel_size', 'stride', 'padding', 'ceil_mode', 'count_include_pad', 'divisor_override' }
+
+-- avg_pool2d(x, kernel_size [, stride=kernel_size [, padding=0 [, ceil_mode=false [,
+-- count_include_pad=true [, divisor_override]]]]]), PyTorch's positional order, or any of
+-- them in an options table after the positional ones (kernel_size too); divisor_override
+-- any nonzero integer, as PyTorch
+function F.avg_pool2d(x, ...)
   local who = 'avg_pool2d'
   check_dims(who, x, 3, 4, '[C, H, W] or [N, C, H, W]')
-  local o = pool_opts(who, opts, { stride = false, padding = 0, ceil_mode = false, count_include_pad = true,
-                                   divisor_override = false })
-  local kh, kw = pair(who, 'kernel_size', kernel_size)
+  local o = pool_args(who, AVG_NAMES, { stride = false, padding = 0, ceil_mode = false, count_include_pad = true,
+                                        divisor_override = false }, ...)
+  local kh, kw = pair(who, 'kernel_size', pool_size(o.kernel_size, 2))
   local sh, sw = kh, kw
-  if o.stride then sh, sw = pair(who, 'stride', o.stride) end
-  local ph, pw = pair(who, 'padding', o.padding, 2, true)
+  local stride = pool_size(o.stride, 2, false)
+  if stride then sh, sw = pair(who, 'stride', stride) end
+  local ph, pw = pair(who, 'padding', pool_size(o.padding, 2, 0), 2, true)
   local div = o.divisor_override or 0
-  if o.divisor_override and (math.type(div) ~= 'integer' or div < 1) then
-    utils.error(('%s: divisor_override must be a positive integer, got %s'):format(who, tostring(div)))
+  if o.divisor_override and (math.type(div) ~= 'integer' or div == 0) then
+    utils.error(('%s: divisor_override must be a nonzero integer, got %s'):format(who, tostring(div)))
   end
   return C.pool2d(x, 'avg', false, kh, kw, sh, sw, ph, pw, 1, 1, o.ceil_mode, o.count_include_pad, div, false)
 end
@@ -138,16 +191,38 @@ local function channel_mean(x)
 end
 
 -- batch_norm(x, running_mean, running_var [, weight, bias, training=false, momentum=0.1,
--- eps=1e-5]) or batch_norm(x, running_mean, running_var, {weight=, bias=, training=,
--- momentum=, eps=}).  In training the batch's statistics normalise x (the variance biased)
+-- eps=1e-5]), PyTorch's positional order, with any of them in an options table {weight=,
+-- bias=, training=, momentum=, eps=} after the positional ones.  In training the batch's statistics normalise x (the variance biased)
 -- and, when given, the running statistics move toward them in place:
 -- running = (1 - momentum) * running + momentum * batch (the variance unbiased).
-function F.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps)
+function F.batch_norm(x, running_mean, running_var, ...)
   local who = 'batch_norm'
-  if type(weight) == 'table' and not torch.is_tensor(weight) then
-    local o = utils.options(who, weight, { weight = false, bias = false, training = false,
-                                           momentum = 0.1, eps = 1e-5 })
-    weight, bias, training, momentum, eps = o.weight or nil, o.bias or nil, o.training, o.momentum, o.eps
+  -- weight, bias, training, momentum, eps: positional, then the options table (the last
+  -- argument, wherever it comes) for those not given before it
+  local names = { 'weight', 'bias', 'training', 'momentum', 'eps' }
+  local args = table.pack(...)
+  local n = args.n
+  while n > 0 and args[n] == nil do n = n - 1 end
+  if n > 0 and type(args[n]) == 'table' and not torch.is_tensor(args[n]) then
+    local o = utils.options(who, args[n], { weight = NONE, bias = NONE, training = NONE, momentum = NONE, eps = NONE })
+    args[n] = nil
+    n = n - 1
+    for i, name in ipairs(names) do
+      if o[name] ~= nil then
+        if i <= n and args[i] ~= nil then
+          utils.error(('%s: %s given both positionally and in the options'):format(who, name))
+        end
+        args[i] = o[name]
+      end
+    end
+  elseif n > #names then
+    utils.error(('%s: takes at most %d arguments after running_var, got %d'):format(who, #names, n))
+  end
+  local weight, bias, training, momentum, eps = args[1], args[2], args[3], args[4], args[5]
+  if weight == false then weight = nil end
+  if bias == false then bias = nil end
+  if training ~= nil and type(training) ~= 'boolean' then
+    utils.error(('%s: training must be a boolean, got %s'):format(who, tostring(training)))
   end
   if training == nil then training = false end
   if momentum == nil then momentum = 0.1 end
@@ -297,6 +372,10 @@ function F.pad(x, pad, mode, value)
       y = y:index_select(d, index_tensor(idx, y.device))
     end
   end
+  -- a new tensor even where nothing was added (zero or only negative pads), as PyTorch
+  if y:numel() > 0 and y:data_ptr() >= x:data_ptr() and y:data_ptr() < x:data_ptr() + x:numel() * x:element_size() then
+    y = y:clone()
+  end
   return y
 end
 
@@ -388,7 +467,7 @@ function F.interpolate(x, opts)
       y = y:index_select(d, index_tensor(idx, x.device))
     end
   end
-  return y
+  return rawequal(y, x) and x:clone() or y   -- the same size: a new tensor, as PyTorch
 end
 
 function F.upsample(x, opts) return F.interpolate(x, opts) end

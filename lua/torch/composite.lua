@@ -119,13 +119,15 @@ function M.install(torch)
     return out
   end
 
-  -- flip(dims): the order of the elements along each dim reversed
+  -- flip(dims): the order of the elements along each dim reversed; always a new tensor, as
+  -- PyTorch's (with no dim to reverse too)
   both('flip', function(t, dims)
+    local r = t
     for _, d in ipairs(dims_of('flip', t, dims)) do
-      local n = t:size(d)
-      if n > 1 then t = t:index_select(d, torch.arange(n, 0, -1, { device = t.device })) end
+      local n = r:size(d)
+      if n > 1 then r = r:index_select(d, torch.arange(n, 0, -1, { device = r.device })) end
     end
-    return t
+    return rawequal(r, t) and t:clone() or r
   end)
 
   -- roll(shifts [, dims]): elements shifted along dims, wrapping around; without dims the
@@ -137,12 +139,13 @@ function M.install(torch)
     if #shifts ~= #dims then
       error(('roll: %d shifts for %d dims'):format(#shifts, #dims), 2)
     end
+    local r = t
     for i, d in ipairs(dims) do
-      local n = t:size(d)
+      local n = r:size(d)
       local k = n > 0 and shifts[i] % n or 0
-      if k ~= 0 then t = torch.cat({ t:narrow(d, n - k + 1, k), t:narrow(d, 1, n - k) }, d) end
+      if k ~= 0 then r = torch.cat({ r:narrow(d, n - k + 1, k), r:narrow(d, 1, n - k) }, d) end
     end
-    return t
+    return rawequal(r, t) and t:clone() or r   -- a new tensor even when nothing moves, as PyTorch
   end)
 
   -- repeat(sizes...): a new tensor (never a view), t repeated sizes[i] times along dim i

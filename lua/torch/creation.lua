@@ -23,6 +23,9 @@ function M.install(torch)
     local dtype = opts and opts.dtype or torch.get_default_dtype()
     local i = torch.arange(steps, { dtype = 'float64', device = opts and opts.device })
     if steps <= 1 then return (i + start):to(dtype) end
+    if dtype == 'int64' then   -- PyTorch's own rounding (see _linspace_int64 in lua/l_torch.c)
+      return require('torch._C')._linspace_int64(start, stop, steps):to(i.device)
+    end
     local step = (stop - start) / (steps - 1)
     local half = steps // 2
     local up = i:narrow(1, 1, half) * step + start

@@ -100,9 +100,17 @@ function linalg.slogdet(A)
   return Slogdet.apply(A)
 end
 
+-- the determinant of empty matrices, 1: PyTorch's gradient of it is None (no tensor)
+local DetEmpty = Function:extend('LinalgDetBackward0')
+function DetEmpty.forward(_, A)
+  return torch.ones(batch_of(A, 2), { dtype = A.dtype, device = A.device })
+end
+function DetEmpty.backward() return nil end
+
 -- det(A) = sign * exp(logabsdet): its gradient det * A^-T needs an invertible A
 function linalg.det(A)
   check_square('linalg.det', A)
+  if A:numel() == 0 then return DetEmpty.apply(A) end
   local s, l = linalg.slogdet(A)
   return s * l:exp()
 end
@@ -302,23 +310,67 @@ function linalg.qr(A, mode)
   return back(Q, A), back(R, A)
 end
 
--- lstsq(A, B [, {rcond=}]): the minimum norm least squares solution X of A X = B, as a
--- table {solution = X} (no gradient; the SVD-based driver, gelsd)
-function linalg.lstsq(A, B, opts)
+local EPS = { float32 = 1.1920928955078125e-07, float64 = 2.220446049250313e-16 }
+
+local DRIVERS = { gels = true, gelsy = true, gelsd = true, gelss = true }
+
+-- lstsq(A, B [, rcond] [, {rcond=, driver=}]): the least squares solution X of A X = B (the
+-- minimum norm one where A is rank deficient) as a table with PyTorch's fields: solution;
+-- residuals, the squared residual norms of each column of B (A tall, full rank and driver
+-- not 'gelsy'; else empty); rank (not with 'gels': empty); singular_values (with 'gelsd'
+-- and 'gelss'; else empty).  driver defaults to 'gelsy' on the CPU and 'gels' elsewhere, as
+-- PyTorch; every driver is computed by LAPACK's gelsd in float64 (no gradient).
+function linalg.lstsq(A, B, rcond, opts)
+  if type(rcond) == 'table' then rcond, opts = nil, rcond end
+  opts = opts or {}
+  if rcond == nil then rcond = opts.rcond end
   check_matrix('linalg.lstsq', A)
   if not torch.is_tensor(B) then fail('linalg.lstsq: B must be a tensor, got %s', type(B)) end
+  if rcond ~= nil and type(rcond) ~= 'number' then fail('linalg.lstsq: rcond must be a number, got %s', tostring(rcond)) end
+  local cpu = tostring(A.device):match('^cpu') ~= nil
+  local driver = opts.driver or (cpu and 'gelsy' or 'gels')
+  if not DRIVERS[driver] then
+    fail('linalg.lstsq: driver should be one of gels, gelsy, gelsd, gelss, got %s', tostring(driver))
+  end
+  if not cpu and driver ~= 'gels' then
+    fail("linalg.lstsq: driver other than 'gels' is not supported on %s, got %s", tostring(A.device), driver)
+  end
   local vector = B:dim() == A:dim() - 1
   local Bm = vector and B:unsqueeze(-1) or B
   if Bm:size(-2) ~= A:size(-2) then
     fail('linalg.lstsq: A has %d rows but B has %d', A:size(-2), Bm:size(-2))
   end
+  local m, n = A:size(-2), A:size(-1)
+  -- PyTorch's default: singular values below eps * max(m, n) times the largest count as 0
+  local rc = rcond or EPS[A.dtype] * math.max(m, n)
   local Ab, Bb = broadcast_pair('linalg.lstsq', A, Bm)
-  local X = back(C._lapack_lstsq(host(Ab), host(Bb), opts and opts.rcond or -1), A)
+  local hA, hB = host(Ab), host(Bb)
+  local hX = C._lapack_lstsq(hA, hB, rc)
+  local batch = batch_of(Ab, 2)
+  local function empty(dtype) return torch.zeros({ 0 }, { dtype = dtype, device = A.device }) end
+  local S, rank
+  if driver ~= 'gels' then
+    if Bm:size(-1) == 0 or m == 0 or n == 0 then
+      S = torch.zeros(concat(batch, { math.min(m, n) }), { dtype = 'float64' })
+      rank = torch.zeros(batch, { dtype = 'int64' })
+    else
+      S = linalg.svdvals(hA)
+      rank = S:gt(S:narrow(-1, 1, 1) * rc):sum(-1)
+    end
+  end
+  local residuals = empty(A.dtype)
+  if m > n and driver ~= 'gelsy' and (rank == nil or rank:eq(n):all():item()) then
+    residuals = back((hA:matmul(hX) - hB):pow(2):sum(-2), A)
+  end
+  local X = back(hX, A)
   if vector then X = X:squeeze(-1) end
-  return { solution = X }
+  return {
+    solution = X,
+    residuals = residuals,
+    rank = rank and rank:to(A.device) or empty('int64'),
+    singular_values = (driver == 'gelsd' or driver == 'gelss') and back(S, A) or empty(A.dtype),
+  }
 end
-
-local EPS = { float32 = 1.1920928955078125e-07, float64 = 2.220446049250313e-16 }
 
 -- the default tolerance of matrix_rank and pinv: max(m, n) * eps * largest singular value
 local function tolerance(A, S, atol, rtol)
@@ -329,10 +381,21 @@ local function tolerance(A, S, atol, rtol)
   return torch.maximum(smax * rtol, torch.full({}, atol or 0, { dtype = S.dtype, device = S.device }))
 end
 
--- pinv(A [, {atol=, rtol=, hermitian=false}]): the pseudo-inverse through the SVD (no gradient)
+-- pinv(A [, {atol=, rtol=, hermitian=false}]): the pseudo-inverse through the SVD, or with
+-- hermitian = true through eigh, which reads only the lower triangle of A, as PyTorch's (no
+-- gradient)
 function linalg.pinv(A, opts)
   check_matrix('linalg.pinv', A)
   opts = opts or {}
+  if opts.hermitian then
+    check_square('linalg.pinv', A)
+    return torch.no_grad(function()
+      local L, U = linalg.eigh(host(A))   -- in float64, the result rounded once
+      local tol = tolerance(A, L:abs(), opts.atol, opts.rtol)
+      local Linv = torch.where(L:abs():gt(tol), L:reciprocal(), torch.zeros_like(L))
+      return back((U * Linv:unsqueeze(-2)):matmul(mT(U)), A)
+    end)
+  end
   return torch.no_grad(function()
     local U, S, Vh = linalg.svd(A, { full_matrices = false })
     local tol = tolerance(A, S, opts.atol, opts.rtol)
@@ -367,24 +430,62 @@ function linalg.matrix_power(A, n)
   return result
 end
 
--- cross(a, b [, {dim=-1}])
+-- cross(a, b [, {dim=-1}]): a and b of the same number of dims, broadcast, both of size 3
+-- along dim (which does not broadcast), as PyTorch's
 function linalg.cross(a, b, opts)
   local dim = type(opts) == 'table' and opts.dim or opts or -1
+  if not torch.is_tensor(a) or not torch.is_tensor(b) then
+    fail('linalg.cross: expected two tensors, got %s and %s', torch.typename(a) or type(a), torch.typename(b) or type(b))
+  end
+  if a:dim() ~= b:dim() then
+    fail('linalg.cross: inputs must have the same number of dimensions, got %d and %d', a:dim(), b:dim())
+  end
+  if math.type(dim) ~= 'integer' or dim == 0 or dim > a:dim() or dim < -a:dim() then
+    fail('linalg.cross: dim %s is out of range for tensors with %d dimensions (dplua counts dims from 1)', tostring(dim), a:dim())
+  end
+  if a:size(dim) ~= 3 or b:size(dim) ~= 3 then
+    fail('linalg.cross: inputs dimension %d must have length 3, got %d and %d', dim, a:size(dim), b:size(dim))
+  end
   local x, y = torch.broadcast_tensors(a, b)
   return torch.cross(x, y, dim)
 end
 
 -- ------------------------------------------------------------------ norms
 
+-- the arguments (ord, dim, keepdim) of the norms, the options table being the last one
+-- given, whatever its position (norm(A, nil, {keepdim = true}) as norm(A, {keepdim = true})):
+-- its fields fill the arguments not given before it
+local function norm_args(ord, dim, keepdim)
+  local args, names = { ord, dim, keepdim }, { 'ord', 'dim', 'keepdim' }
+  for i = 3, 1, -1 do
+    local o = args[i]
+    if type(o) == 'table' and not torch.is_tensor(o) then
+      local named = i ~= 2 and next(o) == nil   -- {} in dim's place is an empty list of dims
+      for k in pairs(o) do if type(k) == 'string' then named = true end end
+      if named then
+        args[i] = nil
+        for j = i, 3 do args[j] = o[names[j]] end
+        break
+      end
+    end
+  end
+  return args[1], args[2], args[3]
+end
+
 local function dims_list(dim)
   if dim == nil then return nil end
   return type(dim) == 'table' and dim or { dim }
 end
 
+-- the 0 "norm", a count: PyTorch's result requires grad, with no gradient (None)
+local NormZero = Function:extend('LinalgVectorNormBackward0')
+function NormZero.forward(_, _, count) return count() end
+function NormZero.backward() return nil end
+
 -- vector_norm(x [, ord=2 [, dim [, keepdim=false]]] | {ord=, dim=, keepdim=}): over all
 -- elements, or over dim (a number or a table of dims)
 function linalg.vector_norm(x, ord, dim, keepdim)
-  if type(ord) == 'table' then ord, dim, keepdim = ord.ord, ord.dim, ord.keepdim end
+  ord, dim, keepdim = norm_args(ord, dim, keepdim)
   ord = ord or 2
   if not torch.is_tensor(x) or not is_float(x) then fail('linalg.vector_norm: expected a floating point tensor') end
   local dims = dims_list(dim)
@@ -413,16 +514,26 @@ function linalg.vector_norm(x, ord, dim, keepdim)
   end
   if ord == math.huge then return reduce(a, 'max') end
   if ord == -math.huge then return reduce(a, 'min') end
-  if ord == 0 then return reduce(a:ne(0):to(x.dtype), 'sum') end
+  if ord == 0 then return NormZero.apply(x, function() return reduce(a:ne(0):to(x.dtype), 'sum') end) end
   if ord == 1 then return reduce(a, 'sum') end
-  if ord == 2 then return reduce(x * x, 'sum'):sqrt() end
-  return reduce(a ^ ord, 'sum') ^ (1 / ord)
+  -- the gradients at zero are PyTorch's subgradients, 0 (not NaN): the powers of zero and
+  -- the roots of a zero sum are taken where they are 1 and then replaced
+  local function zero_safe(t, z, f)
+    return torch.where(z, torch.zeros_like(t), f(torch.where(z, torch.ones_like(t), t)))
+  end
+  local function root(sum, e) return zero_safe(sum, sum:eq(0), function(v) return v ^ e end) end
+  if ord == 2 then return root(reduce(x * x, 'sum'), 0.5) end
+  if ord > 0 then return root(reduce(zero_safe(a, a:eq(0), function(v) return v ^ ord end), 'sum'), 1 / ord) end
+  -- ord < 0: a zero element makes the norm 0 (|0|^ord is infinite)
+  local zeros = reduce(a:eq(0):to(x.dtype), 'sum'):gt(0)
+  local n = reduce(zero_safe(a, a:eq(0), function(v) return v ^ ord end), 'sum') ^ (1 / ord)
+  return torch.where(zeros, torch.zeros_like(n), n)
 end
 
 -- matrix_norm(A [, ord='fro' [, dim={-2, -1} [, keepdim=false]]]): 'fro', 'nuc', 2, -2,
 -- 1, -1, math.huge, -math.huge
 function linalg.matrix_norm(A, ord, dim, keepdim)
-  if type(ord) == 'table' then ord, dim, keepdim = ord.ord, ord.dim, ord.keepdim end
+  ord, dim, keepdim = norm_args(ord, dim, keepdim)
   ord = ord or 'fro'
   check_matrix('linalg.matrix_norm', A)
   dim = dim or { -2, -1 }
@@ -464,7 +575,7 @@ end
 -- norm(A [, ord [, dim [, keepdim]]]): a vector norm (ord a number, dim one dim or nil on
 -- a 1-D input), or a matrix norm (ord a string, or dim two dims, or nil on a 2-D input)
 function linalg.norm(A, ord, dim, keepdim)
-  if type(ord) == 'table' then ord, dim, keepdim = ord.ord, ord.dim, ord.keepdim end
+  ord, dim, keepdim = norm_args(ord, dim, keepdim)
   if not torch.is_tensor(A) then fail('linalg.norm: expected a tensor, got %s', type(A)) end
   if dim == nil and ord == nil then
     return linalg.vector_norm(A, 2, nil, keepdim)

@@ -61,6 +61,11 @@ function M.install(torch)
   both('isclose', function(a, b, rtol, atol, equal_nan)
     if type(rtol) == 'table' then rtol, atol, equal_nan = rtol.rtol, rtol.atol, rtol.equal_nan end
     rtol, atol = rtol or 1e-5, atol or 1e-8
+    for name, v in pairs({ rtol = rtol, atol = atol }) do
+      if type(v) ~= 'number' or not (v >= 0) then   -- NaN too, as PyTorch
+        error(('isclose: %s must be a number greater than or equal to zero, but got %s'):format(name, tostring(v)), 2)
+      end
+    end
     b = as_tensor(b, a)
     if a.dtype ~= b.dtype then
       error(('isclose: %s and %s tensors cannot be compared (convert one first)'):format(a.dtype, b.dtype), 2)
@@ -124,7 +129,13 @@ function M.install(torch)
   both('copysign', function(a, b)
     a, b = floated(a), as_tensor(b, a)
     local negative = b:signbit()
-    return torch.where(negative, -a:abs(), a:abs())
+    local r = torch.where(negative, -a:abs(), a:abs())
+    if b.requires_grad then
+      -- b's gradient is zeros, as PyTorch's (not none): r minus a zero that b flows into
+      -- (r - 0 keeps r's -0.0, NaN and infinities)
+      r = r - torch.where(torch.zeros_like(negative), b, 0)
+    end
+    return r
   end)
 
   local MANT = { float32 = 24, float64 = 53 }
@@ -205,7 +216,17 @@ function M.install(torch)
   end)
   -- addcmul(t1, t2 [, value=1]) = self + value * t1 * t2; addcdiv with t1 / t2
   local function value_of(v) if type(v) == 'table' then return v.value or 1 end return v or 1 end
-  both('addcmul', function(t, t1, t2, v) return t + t1 * t2 * value_of(v) end)
+  both('addcmul', function(t, t1, t2, v)
+    v = value_of(v)
+    local function int(x) return torch.is_tensor(x) and not torch.FLOAT_DTYPES[x.dtype] end
+    if int(t) and int(t1) and int(t2) then
+      if t.dtype == 'bool' and t1.dtype == 'bool' and t2.dtype == 'bool' then
+        error('addcmul: not implemented for bool tensors', 2)
+      end
+      v = v < 0 and math.ceil(v) or math.floor(v)   -- integers stay integers: value toward zero, as PyTorch
+    end
+    return t + t1 * t2 * v
+  end)
   both('addcdiv', function(t, t1, t2, v)
     if not is_float(t1) and not is_float(t2) then
       error('addcdiv: integer division with addcdiv is no longer supported; use floor_divide or true_divide', 2)
@@ -338,7 +359,7 @@ function M.install(torch)
         else r = vlo + (vhi - vlo) * (pos - lo) end
         local bad = ignore_nan and count:eq(0) or valid:ne(n)
         r = torch.where(bad, scalar(0 / 0, r), r)
-        if not keepdim or dim == nil then r = r:squeeze(d) end
+        if not keepdim or dim == nil or t:dim() == 0 then r = r:squeeze(d) end   -- a 0-dim input keeps 0 dims
         if keepdim and dim == nil then
           local ones = {}
           for i = 1, t:dim() do ones[i] = 1 end
@@ -355,8 +376,34 @@ function M.install(torch)
 
   -- cov([{correction=1, fweights=, aweights=}]): the covariance of the rows (variables)
   -- over the columns (observations)
+  -- cov's fweights (int64) and aweights (floating): 1-D or 0-D, one per observation (n),
+  -- none negative, as PyTorch checks them
+  local function check_cov_weights(opts, n)
+    for _, name in ipairs({ 'fweights', 'aweights' }) do
+      local w = opts[name]
+      if w ~= nil then
+        if not torch.is_tensor(w) then error(('cov: %s must be a tensor, got %s'):format(name, type(w)), 3) end
+        if w:dim() > 1 then
+          error(('cov: expected %s to have one or fewer dimensions but got %s with %d dimensions'):format(name, name, w:dim()), 3)
+        end
+        local float = torch.FLOAT_DTYPES[w.dtype] == true
+        if name == 'fweights' and (float or w.dtype == 'bool') then
+          error(('cov: expected fweights to have integral dtype but got fweights with %s dtype'):format(w.dtype), 3)
+        elseif name == 'aweights' and not float then
+          error(('cov: expected aweights to have floating point dtype but got aweights with %s dtype'):format(w.dtype), 3)
+        end
+        if w:numel() ~= n then
+          error(('cov: expected %s to have the same numel as there are observations in the input but got %d != %d')
+            :format(name, w:numel(), n), 3)
+        end
+        if n > 0 and w:lt(0):any():item() then error(('cov: %s cannot be negative'):format(name), 3) end
+      end
+    end
+  end
+
   local function cov(t, opts)
     opts = opts or {}
+    if t:dim() <= 2 then check_cov_weights(opts, t:dim() < 2 and t:numel() or t:size(2)) end
     if t:dim() > 2 then error(('cov: expected a tensor with at most 2 dimensions, got %d'):format(t:dim()), 2) end
     local x = floated(t:dim() < 2 and t:reshape(1, -1) or t)
     local n = x:size(2)
@@ -651,7 +698,7 @@ function M.install(torch)
       local a, b = x:narrow(dim, 2, len - 1), x:narrow(dim, 1, len - 1)
       x = x.dtype == 'bool' and a:ne(b) or a - b
     end
-    return x
+    return rawequal(x, t) and t:clone() or x   -- n = 0: a new tensor, as PyTorch
   end)
 
   -- kron(other): the Kronecker product
@@ -692,6 +739,7 @@ function M.install(torch)
     if not is_float(t) then error(('renorm: expected a floating point tensor, got %s'):format(t.dtype), 2) end
     if type(p) ~= 'number' or p <= 0 then error(('renorm: p must be a positive number, got %s'):format(tostring(p)), 2) end
     if type(maxnorm) ~= 'number' or maxnorm < 0 then error(('renorm: maxnorm must be non-negative, got %s'):format(tostring(maxnorm)), 2) end
+    if t:dim() < 2 then error(('renorm: input needs at least 2 dimensions, got %d dimensions'):format(t:dim()), 2) end
     dim = dim_of('renorm', t, dim)
     local others = {}
     for d = 1, t:dim() do if d ~= dim then others[#others + 1] = d end end
@@ -699,7 +747,7 @@ function M.install(torch)
     if p == math.huge then norms = amax(t:abs(), others, true)
     else norms = reduce_dims(t:abs() ^ p, others, true, function(r, d) return r:sum(d, true) end) ^ (1 / p) end
     local factor = torch.where(norms:gt(maxnorm), maxnorm / (norms + 1e-7), scalar(1, t))
-    return t * factor:detach()
+    return t * factor   -- differentiated through the norms too, as PyTorch's renorm
   end)
 
   -- ---------------------------------------------------------------- integrals

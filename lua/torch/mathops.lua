@@ -96,7 +96,13 @@ function M.install(torch)
     if type(a) == 'table' then return a.beta or 1, a.alpha or 1 end
     return a or 1, b or 1
   end
+  local function toward_zero(v) return v < 0 and math.ceil(v) or math.floor(v) end
   local function scaled_sum(input, prod, beta, alpha)
+    if not is_float(input) and not is_float(prod) then
+      -- integer operands keep their dtype: PyTorch converts beta and alpha to the integer
+      -- type (toward zero), so baddbmm(int64, ..., {alpha = 0.6}) scales by 0
+      beta, alpha = toward_zero(beta), toward_zero(alpha)
+    end
     if alpha ~= 1 then prod = prod * alpha end
     if beta == 0 then return prod + torch.zeros_like(input) end   -- input is ignored (its NaN too), as PyTorch
     if beta ~= 1 then input = input * beta end
@@ -128,7 +134,23 @@ function M.install(torch)
   end)
   both('addr', function(input, u, v, x, y)
     local beta, alpha = beta_alpha(x, y)
-    return scaled_sum(input, torch.outer(u, v), beta, alpha)
+    local outer = torch.outer(u, v)
+    if not is_float(input) and not is_float(outer) then
+      -- PyTorch refuses a fractional beta or alpha with integer (or bool) operands
+      for _, p in ipairs({ { 'beta', beta }, { 'alpha', alpha } }) do
+        if p[2] ~= math.floor(p[2]) then
+          error(('addr: for integral input tensors, argument %s must not be a floating point number, got %s')
+            :format(p[1], tostring(p[2])), 2)
+        end
+      end
+      if input.dtype == 'bool' and outer.dtype == 'bool' then
+        -- bool operands give bool: (beta and input) or (alpha and u v^T)
+        local r = alpha ~= 0 and outer or torch.zeros_like(outer)
+        if beta ~= 0 then r = torch.logical_or(r, input) end
+        return r
+      end
+    end
+    return scaled_sum(input, outer, beta, alpha)
   end)
 
   -- diagonal([offset=0 [, dim1=1 [, dim2=2]]]): the diagonal of the planes (dim1, dim2) as
@@ -417,11 +439,12 @@ function M.install(torch)
       if math.type(repeats) ~= 'integer' or repeats < 0 then
         error(('repeat_interleave: repeats must be a non-negative integer, got %s'):format(tostring(repeats)), 2)
       end
+      if repeats == 1 then return t:clone() end   -- a new tensor, as PyTorch
       local shape, grown = t:size():totable(), t:size():totable()
       table.insert(grown, dim + 1, repeats)
       local u = t:unsqueeze(dim + 1):expand(grown)
       shape[dim] = n * repeats
-      return u:reshape(shape)
+      return u:contiguous():view(shape)   -- copied even where a view would do (n == 1)
     end
     if torch.is_tensor(repeats) then repeats = repeats:reshape(-1):tolist() end
     if #repeats == 1 then repeats = (function() local r = {} for i = 1, n do r[i] = repeats[1] end return r end)() end
