@@ -56,4 +56,8 @@ describe('programs of 2026 against their PyTorch twins', function()
   it('resnet_cifar.lua (kuangliu/pytorch-cifar ResNet18, SGD, cosine schedule) matches every loss', function()
     check_program('resnet_cifar', '2', 1e-9)
   end)
+
+  it('mobilenet_v2.lua (torchvision MobileNetV2: depthwise convolutions, ReLU6, inverted residuals) matches forward and backward', function()
+    check_program('mobilenet_v2', '4', 1e-9)
+  end)
 end)
