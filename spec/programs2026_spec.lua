@@ -60,4 +60,83 @@ describe('programs of 2026 against their PyTorch twins', function()
   it('mobilenet_v2.lua (torchvision MobileNetV2: depthwise convolutions, ReLU6, inverted residuals) matches forward and backward', function()
     check_program('mobilenet_v2', '4', 1e-9)
   end)
+
+  it('fast_neural_style.lua (pytorch/examples: reflection padding, instance norm, upsampling, Gram matrices, Adam) matches every loss', function()
+    check_program('fast_neural_style', '2', 1e-9)
+  end)
+end)
+
+describe('what the programs of 2026 needed', function()
+  local torch = require 'torch'
+  local optim = require 'optim'
+
+  -- PyTorch 1.13: getattr(torch.optim, name)([p], *args).param_groups[0] for these args
+  local positional = {
+    { 'SGD', { 0.5, 0.25, 0.125, 0.0625, false },
+      { lr = 0.5, momentum = 0.25, dampening = 0.125, weight_decay = 0.0625, nesterov = false } },
+    { 'Adam', { 0.5, { 0.25, 0.75 }, 0.125, 0.0625, true },
+      { lr = 0.5, betas = { 0.25, 0.75 }, eps = 0.125, weight_decay = 0.0625, amsgrad = true } },
+    { 'AdamW', { 0.5, { 0.25, 0.75 }, 0.125, 0.0625, true },
+      { lr = 0.5, betas = { 0.25, 0.75 }, eps = 0.125, weight_decay = 0.0625, amsgrad = true } },
+    { 'Adamax', { 0.5, { 0.25, 0.75 }, 0.125, 0.0625 }, { lr = 0.5, betas = { 0.25, 0.75 }, eps = 0.125, weight_decay = 0.0625 } },
+    { 'NAdam', { 0.5, { 0.25, 0.75 }, 0.125, 0.0625, 0.03125 },
+      { lr = 0.5, betas = { 0.25, 0.75 }, eps = 0.125, weight_decay = 0.0625, momentum_decay = 0.03125 } },
+    { 'RAdam', { 0.5, { 0.25, 0.75 }, 0.125, 0.0625 }, { lr = 0.5, betas = { 0.25, 0.75 }, eps = 0.125, weight_decay = 0.0625 } },
+    { 'RMSprop', { 0.5, 0.25, 0.125, 0.0625, 0.03125, true },
+      { lr = 0.5, momentum = 0.03125, alpha = 0.25, eps = 0.125, centered = true, weight_decay = 0.0625 } },
+    { 'Adagrad', { 0.5, 0.25, 0.125, 0.0625, 0.03125 },
+      { lr = 0.5, lr_decay = 0.25, eps = 0.03125, weight_decay = 0.125, initial_accumulator_value = 0.0625 } },
+    { 'Adadelta', { 0.5, 0.25, 0.125, 0.0625 }, { lr = 0.5, rho = 0.25, eps = 0.125, weight_decay = 0.0625 } },
+    { 'ASGD', { 0.5, 0.25, 0.125, 0.0625, 0.03125 }, { lr = 0.5, lambd = 0.25, alpha = 0.125, t0 = 0.0625, weight_decay = 0.03125 } },
+    { 'Rprop', { 0.5, { 0.25, 1.5 }, { 0.125, 8 } }, { lr = 0.5, etas = { 0.25, 1.5 }, step_sizes = { 0.125, 8 } } },
+    { 'LBFGS', { 0.5, 7, 9, 0.125, 0.0625, 11, 'strong_wolfe' },
+      { lr = 0.5, max_iter = 7, max_eval = 9, tolerance_grad = 0.125, tolerance_change = 0.0625, history_size = 11,
+        line_search_fn = 'strong_wolfe' } },
+  }
+  it('every optimizer takes its settings in PyTorch\'s positional order (Adam(params, args.lr))', function()
+    for _, c in ipairs(positional) do
+      local name, args, want = c[1], c[2], c[3]
+      local p = torch.zeros(2):requires_grad_()
+      local g = optim[name]({ p }, table.unpack(args)).param_groups[1]
+      for k, v in pairs(want) do
+        assert.are.same(v, g[k], ('optim.%s: %s'):format(name, k))
+      end
+    end
+  end)
+
+  it('a positional optimizer setting steps as the same setting by name', function()
+    local function run(make)
+      local p = torch.tensor({ 1.0, -2.0, 3.0 }, { dtype = 'float64' }):requires_grad_()
+      local o = make({ p })
+      for _ = 1, 3 do
+        o:zero_grad()
+        ;(p * p):sum():backward()
+        o:step()
+      end
+      return p:detach()
+    end
+    assert.is_true(torch.equal(run(function(ps) return optim.SGD(ps, 0.1, 0.9, 0, 0.01, true) end),
+      run(function(ps) return optim.SGD(ps, { lr = 0.1, momentum = 0.9, weight_decay = 0.01, nesterov = true }) end)))
+    assert.is_true(torch.equal(run(function(ps) return optim.Adam(ps, 0.01, { 0.8, 0.9 }) end),
+      run(function(ps) return optim.Adam(ps, { lr = 0.01, betas = { 0.8, 0.9 } }) end)))
+    -- and differs from the defaults, so the positional values were used
+    assert.is_false(torch.equal(run(function(ps) return optim.Adam(ps, 0.01, { 0.8, 0.9 }) end),
+      run(function(ps) return optim.Adam(ps, { lr = 0.01 }) end)))
+  end)
+
+  it('refuses a setting given twice, too many by position, and a missing SGD lr', function()
+    local p = { torch.zeros(1):requires_grad_() }
+    local ok, err = pcall(optim.SGD, p, 0.1, { lr = 0.2 })
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find('optim.SGD: lr is given twice', 1, true), err)
+    ok, err = pcall(optim.Adam, p, 0.1, { 0.9, 0.99 }, 1e-8, 0, false, 'x')
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find('optim.Adam: 6 arguments by position is too many', 1, true), err)
+    ok, err = pcall(optim.SGD, p)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find('lr is required', 1, true), err)
+    ok, err = pcall(optim.Adam, p, '0.1')
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find('learning rate', 1, true), err)
+  end)
 end)
