@@ -64,6 +64,10 @@ describe('programs of 2026 against their PyTorch twins', function()
   it('fast_neural_style.lua (pytorch/examples: reflection padding, instance norm, upsampling, Gram matrices, Adam) matches every loss', function()
     check_program('fast_neural_style', '2', 1e-9)
   end)
+
+  it('seq2seq_translation.lua (the tutorial with Bahdanau attention: GRUs, teacher forcing, NLLLoss, Adam, greedy decoding) matches', function()
+    check_program('seq2seq_translation', '3', 1e-9)
+  end)
 end)
 
 describe('what the programs of 2026 needed', function()
