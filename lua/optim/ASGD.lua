@@ -13,7 +13,9 @@ local ASGD, parent = torch.class('optim.ASGD', 'optim.Optimizer')
 
 local function f32(x) return (string.unpack('f', string.pack('f', x))) end
 
-function ASGD:__init(params, opts)
+-- the settings in PyTorch's positional order (optim.ASGD(params, 0.1)), or by name in a last table
+function ASGD:__init(params, ...)
+  local opts = utils.positional('optim.ASGD', { 'lr', 'lambd', 'alpha', 't0', 'weight_decay' }, ...)
   local defaults = utils.options('optim.ASGD', opts, {
     lr = 1e-2, lambd = 1e-4, alpha = 0.75, t0 = 1e6, weight_decay = 0, maximize = false,
   })

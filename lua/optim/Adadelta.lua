@@ -12,7 +12,9 @@ local C = require 'torch._C'
 
 local Adadelta, parent = torch.class('optim.Adadelta', 'optim.Optimizer')
 
-function Adadelta:__init(params, opts)
+-- the settings in PyTorch's positional order (optim.Adadelta(params, 0.1)), or by name in a last table
+function Adadelta:__init(params, ...)
+  local opts = utils.positional('optim.Adadelta', { 'lr', 'rho', 'eps', 'weight_decay' }, ...)
   local defaults = utils.options('optim.Adadelta', opts, {
     lr = 1.0, rho = 0.9, eps = 1e-6, weight_decay = 0, maximize = false,
   })

@@ -9,7 +9,9 @@ local utils = require 'nn.utils'
 
 local Adagrad, parent = torch.class('optim.Adagrad', 'optim.Optimizer')
 
-function Adagrad:__init(params, opts)
+-- the settings in PyTorch's positional order (optim.Adagrad(params, 0.1)), or by name in a last table
+function Adagrad:__init(params, ...)
+  local opts = utils.positional('optim.Adagrad', { 'lr', 'lr_decay', 'weight_decay', 'initial_accumulator_value', 'eps' }, ...)
   local defaults = utils.options('optim.Adagrad', opts, {
     lr = 1e-2, lr_decay = 0, weight_decay = 0, initial_accumulator_value = 0, eps = 1e-10,
     maximize = false,

@@ -23,7 +23,9 @@ function Adam:_setup(params, opts, name, weight_decay, decoupled)
   parent.__init(self, params, defaults, name)
 end
 
-function Adam:__init(params, opts)
+-- the settings in PyTorch's positional order (optim.Adam(params, 0.1)), or by name in a last table
+function Adam:__init(params, ...)
+  local opts = utils.positional('optim.Adam', { 'lr', 'betas', 'eps', 'weight_decay', 'amsgrad' }, ...)
   self:_setup(params, opts, 'optim.Adam', 0, false)
 end
 

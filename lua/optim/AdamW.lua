@@ -4,10 +4,13 @@
 --   p = p * (1 - lr * weight_decay)
 -- and the gradient itself is left alone.
 local torch = require 'torch'
+local utils = require 'nn.utils'
 
 local AdamW, parent = torch.class('optim.AdamW', 'optim.Adam')
 
-function AdamW:__init(params, opts)
+-- the settings in PyTorch's positional order (optim.AdamW(params, 0.1)), or by name in a last table
+function AdamW:__init(params, ...)
+  local opts = utils.positional('optim.AdamW', { 'lr', 'betas', 'eps', 'weight_decay', 'amsgrad' }, ...)
   self:_setup(params, opts, 'optim.AdamW', 1e-2, true)
 end
 

@@ -9,7 +9,9 @@ local utils = require 'nn.utils'
 
 local Adamax, parent = torch.class('optim.Adamax', 'optim.Optimizer')
 
-function Adamax:__init(params, opts)
+-- the settings in PyTorch's positional order (optim.Adamax(params, 0.1)), or by name in a last table
+function Adamax:__init(params, ...)
+  local opts = utils.positional('optim.Adamax', { 'lr', 'betas', 'eps', 'weight_decay' }, ...)
   local defaults = utils.options('optim.Adamax', opts, {
     lr = 2e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0, maximize = false,
   })

@@ -21,7 +21,9 @@ local options = require 'torch.options'
 
 local LBFGS, parent = torch.class('optim.LBFGS', 'optim.Optimizer')
 
-function LBFGS:__init(params, opts)
+-- the settings in PyTorch's positional order (optim.LBFGS(params, 0.1)), or by name in a last table
+function LBFGS:__init(params, ...)
+  local opts = utils.positional('optim.LBFGS', { 'lr', 'max_iter', 'max_eval', 'tolerance_grad', 'tolerance_change', 'history_size', 'line_search_fn' }, ...)
   local defaults = utils.options('optim.LBFGS', opts, {
     lr = 1, max_iter = 20, max_eval = options.none, tolerance_grad = 1e-7, tolerance_change = 1e-9,
     history_size = 100, line_search_fn = options.none,

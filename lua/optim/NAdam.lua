@@ -15,7 +15,9 @@ local NAdam, parent = torch.class('optim.NAdam', 'optim.Optimizer')
 
 local function f32(x) return (string.unpack('f', string.pack('f', x))) end
 
-function NAdam:__init(params, opts)
+-- the settings in PyTorch's positional order (optim.NAdam(params, 0.1)), or by name in a last table
+function NAdam:__init(params, ...)
+  local opts = utils.positional('optim.NAdam', { 'lr', 'betas', 'eps', 'weight_decay', 'momentum_decay' }, ...)
   local defaults = utils.options('optim.NAdam', opts, {
     lr = 2e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0, momentum_decay = 4e-3,
   })

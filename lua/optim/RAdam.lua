@@ -10,7 +10,9 @@ local utils = require 'nn.utils'
 
 local RAdam, parent = torch.class('optim.RAdam', 'optim.Optimizer')
 
-function RAdam:__init(params, opts)
+-- the settings in PyTorch's positional order (optim.RAdam(params, 0.1)), or by name in a last table
+function RAdam:__init(params, ...)
+  local opts = utils.positional('optim.RAdam', { 'lr', 'betas', 'eps', 'weight_decay' }, ...)
   local defaults = utils.options('optim.RAdam', opts, {
     lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0,
   })

@@ -11,7 +11,9 @@ local utils = require 'nn.utils'
 
 local RMSprop, parent = torch.class('optim.RMSprop', 'optim.Optimizer')
 
-function RMSprop:__init(params, opts)
+-- the settings in PyTorch's positional order (optim.RMSprop(params, 0.1)), or by name in a last table
+function RMSprop:__init(params, ...)
+  local opts = utils.positional('optim.RMSprop', { 'lr', 'alpha', 'eps', 'weight_decay', 'momentum', 'centered' }, ...)
   local defaults = utils.options('optim.RMSprop', opts, {
     lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0, momentum = 0, centered = false,
     maximize = false,

@@ -7,7 +7,9 @@ local utils = require 'nn.utils'
 
 local Rprop, parent = torch.class('optim.Rprop', 'optim.Optimizer')
 
-function Rprop:__init(params, opts)
+-- the settings in PyTorch's positional order (optim.Rprop(params, 0.1)), or by name in a last table
+function Rprop:__init(params, ...)
+  local opts = utils.positional('optim.Rprop', { 'lr', 'etas', 'step_sizes' }, ...)
   local defaults = utils.options('optim.Rprop', opts, {
     lr = 1e-2, etas = { 0.5, 1.2 }, step_sizes = { 1e-6, 50 }, maximize = false,
   })

@@ -11,7 +11,9 @@ local utils = require 'nn.utils'
 
 local SGD, parent = torch.class('optim.SGD', 'optim.Optimizer')
 
-function SGD:__init(params, opts)
+-- the settings in PyTorch's positional order (optim.SGD(params, 0.1)), or by name in a last table
+function SGD:__init(params, ...)
+  local opts = utils.positional('optim.SGD', { 'lr', 'momentum', 'dampening', 'weight_decay', 'nesterov' }, ...)
   local defaults = utils.options('optim.SGD', opts, {
     lr = parent.required, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false,
     maximize = false,
