@@ -19,17 +19,24 @@ local function run_program(name, overrides)
   return res
 end
 
--- every number of got against want, relatively; returns the largest relative difference
-local function compare(got, want, what, rtol)
+-- every number of got (tables, records, tensors) against want, within rtol relatively or
+-- atol absolutely; returns the largest relative difference
+local function compare(got, want, what, rtol, atol)
+  if torch.is_tensor(got) then got = got:tolist() end
   assert.are.equal(#want, #got, what .. ': how many values')
   local worst = 0
   for i = 1, #want do
     local g, w = got[i], want[i]
-    if type(w) == 'table' then
-      worst = math.max(worst, compare(g, w, what .. '[' .. i .. ']', rtol))
+    if type(w) == 'table' and w[1] == nil then   -- a record: its fields
+      for k, v in pairs(w) do
+        local cmp = type(v) == 'table' and compare or function(a, b, n, r) return compare({ a }, { b }, n, r, atol) end
+        worst = math.max(worst, cmp(g[k], v, what .. '[' .. i .. '].' .. k, rtol, atol))
+      end
+    elseif type(w) == 'table' then
+      worst = math.max(worst, compare(g, w, what .. '[' .. i .. ']', rtol, atol))
     else
       local rel = math.abs(g - w) / math.max(math.abs(w), 1e-12)
-      if not (rel <= rtol) then
+      if not (rel <= rtol or math.abs(g - w) <= (atol or 0)) then
         error(('%s[%d]: dplua %.17g, PyTorch %.17g (relative difference %.3g)'):format(what, i, g, w, rel), 2)
       end
       worst = math.max(worst, rel)
@@ -66,5 +73,20 @@ describe('programs of 2026 against their PyTorch twins', function()
       compare(res.evals, run.evals, 'run ' .. r .. ' estimate_loss', 1e-10)
     end
     os.execute('rm -rf ' .. out)
+  end)
+
+  local mm = dofile(here .. '/fixtures/prog_makemore.lua')
+  local mm_init = here .. '/fixtures/makemore_init.safetensors'
+
+  it('makemore part 3: BatchNorm MLP, activation and gradient statistics, histograms', function()
+    local want = mm.part3
+    local res = run_program('makemore_mlp_bn', { steps = mm.steps, dtype = 'float64', init = mm_init,
+                                                 prefix = 'p3.', batch_ix = want.ix })
+    report('makemore part 3', compare(res.losses, want.losses, 'losses', 1e-12))
+    compare(res.ud, want.ud, 'update:data ratios (log10)', 1e-9, 1e-12)
+    compare(res.acts, want.acts, 'Tanh activations', 1e-9, 1e-14)
+    compare(res.grads, want.grads, 'Tanh gradients', 1e-9, 1e-14)
+    compare(res.wgrads, want.wgrads, 'weight gradients', 1e-9, 1e-14)
+    compare({ res.train, res.val }, { want.train, want.val }, 'split losses', 1e-12)
   end)
 end)
