@@ -89,4 +89,21 @@ describe('programs of 2026 against their PyTorch twins', function()
     compare(res.wgrads, want.wgrads, 'weight gradients', 1e-9, 1e-14)
     compare({ res.train, res.val }, { want.train, want.val }, 'split losses', 1e-12)
   end)
+
+  it('makemore part 4: the hand-written backward pass against autograd, then trained with it', function()
+    local want = mm.part4
+    local ix = table.move(want.ix, 1, #want.ix, 1, {})
+    table.move(want.train_ix, 1, #want.train_ix, #ix + 1, ix)
+    local res = run_program('makemore_backprop', { steps = mm.steps, dtype = 'float64', init = mm_init,
+                                                   prefix = 'p4.', batch_ix = ix })
+    compare({ res.loss, res.loss_fast }, { want.loss, want.loss_fast }, 'first loss, F.cross_entropy', 1e-13)
+    -- cmp: the 26 gradients of exercise 1 agree with autograd's exactly (as in the
+    -- lecture), exercises 2 and 3 to rounding
+    assert.are.equal(28, #res.cmps)
+    for i, c in ipairs(res.cmps) do
+      assert.is_true(c.approximate, c.name)
+      if i <= 26 then assert.is_true(c.exact and c.maxdiff == 0, c.name) else assert.is_true(c.maxdiff < 1e-15, c.name) end
+    end
+    report('makemore part 4', compare(res.losses, want.losses, 'losses', 1e-12))
+  end)
 end)
