@@ -106,4 +106,12 @@ describe('programs of 2026 against their PyTorch twins', function()
     end
     report('makemore part 4', compare(res.losses, want.losses, 'losses', 1e-12))
   end)
+
+  it('makemore part 5: the WaveNet of Embedding, FlattenConsecutive, BatchNorm1d over 3-D input', function()
+    local want = mm.part5
+    local res = run_program('makemore_wavenet', { steps = mm.steps, dtype = 'float64', init = mm_init,
+                                                  prefix = 'p5.', batch_ix = want.ix })
+    report('makemore part 5', compare(res.losses, want.losses, 'losses', 1e-12))
+    compare({ res.train, res.val }, { want.train, want.val }, 'split losses (eval mode)', 1e-12)
+  end)
 end)
