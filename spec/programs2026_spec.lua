@@ -114,4 +114,16 @@ describe('programs of 2026 against their PyTorch twins', function()
     report('makemore part 5', compare(res.losses, want.losses, 'losses', 1e-12))
     compare({ res.train, res.val }, { want.train, want.val }, 'split losses (eval mode)', 1e-12)
   end)
+
+  it('BiLSTM-CRF: transitions[{i, j}] carries its gradient; forward algorithm, Viterbi', function()
+    local fx = dofile(here .. '/fixtures/prog_bilstm_crf.lua')
+    local res = run_program('bilstm_crf', { epochs = fx.epochs, dtype = 'float64', init = fx.init, hidden = fx.hidden })
+    report('BiLSTM-CRF', compare(res.losses, fx.losses, 'negative log likelihoods', 1e-12))
+    for _, when in ipairs({ 'before', 'after' }) do
+      compare({ res[when].score }, { fx[when].score }, when .. ' training: Viterbi score', 1e-12)
+      local want = {}
+      for i, t in ipairs(fx[when].path) do want[i] = t + 1 end   -- tags count from 1
+      assert.are.same(want, res[when].path)
+    end
+  end)
 end)
