@@ -211,6 +211,10 @@ local function is_options(v)
   return next(v) == nil or v[1] == nil
 end
 
+-- NumPy's names that PyTorch's parser takes too: axis for dim, keepdims for keepdim
+local NUMPY_NAMES = { dim = 'axis', keepdim = 'keepdims' }
+local NUMPY_OF = { axis = 'dim', keepdims = 'keepdim' }
+
 -- Fills out (a table) with sig's parameters from the n arguments in args (the options table
 -- already split off as opts).  Returns true, or false and why not.
 local function bind(sig, args, n, opts, out)
@@ -226,6 +230,11 @@ local function bind(sig, args, n, opts, out)
     local given_pos = i <= n and not p.kwonly
     if given_pos then v = args[i] end
     local ov = opts and opts[p.name]
+    local alias = opts and NUMPY_NAMES[p.name]
+    if alias and opts[alias] ~= nil then
+      if ov ~= nil then return false, ('%s is given twice, as %s and as %s'):format(p.name, p.name, alias) end
+      ov = opts[alias]
+    end
     if ov ~= nil then
       if given_pos and v ~= nil then
         return false, ('%s is given twice, as argument %d and as an option'):format(p.name, i)
@@ -253,7 +262,7 @@ local function bind(sig, args, n, opts, out)
   end
   if opts then
     for k, v in pairs(opts) do
-      if sig.by_name[k] == nil then
+      if sig.by_name[k] == nil and not (NUMPY_OF[k] and sig.by_name[NUMPY_OF[k]]) then
         local names = {}
         for _, p in ipairs(params) do
           if p.name ~= 'self' then names[#names + 1] = p.name end
@@ -318,7 +327,7 @@ function M.wrap(name, lines, impl)
     if opts and not single then
       -- an option that no form knows is named as such, not as a failed overload
       for k, v in pairs(opts) do
-        if not known[k] then
+        if not known[k] and not (NUMPY_OF[k] and known[NUMPY_OF[k]]) then
           options.error(('%s: unknown option %s = %s (the options are %s)'):format(name, tostring(k), show(v), known_list))
         end
       end

@@ -646,6 +646,7 @@ function M.markdown()
     "by position or as an option; one after it only as an option. `?` allows nil. An unknown",
     "option, a value of the wrong type or outside an enum, or an argument given twice is an error",
     "naming the op, the parameter and the value. Several lines are overloads, tried in order.",
+    "As PyTorch's parser, the options also take NumPy's names `axis` for `dim` and `keepdims` for `keepdim`.",
     "`help(torch.sum)` prints the same lines.",
     '',
     'Types: `Tensor`, `Tensor[]` (a table of tensors), `Scalar` (a number), `int`, `float`, `bool`,',
