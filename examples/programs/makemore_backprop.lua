@@ -122,9 +122,7 @@ local logits = h:matmul(W2) + b2   -- output layer
 local logit_maxes = logits:max(2, { keepdim = true })
 local norm_logits = logits - logit_maxes   -- subtract max for numerical stability
 local counts = norm_logits:exp()
--- dplua: the lecture writes counts.sum(1, keepdims=True); PyTorch takes NumPy's `keepdims`
--- for `keepdim`, dplua's sum refuses it
-local counts_sum = counts:sum(2, { keepdim = true })
+local counts_sum = counts:sum(2, { keepdims = true })
 local counts_sum_inv = counts_sum ^ -1   -- if I use (1.0 / counts_sum) instead then I can't get backprop to be bit exact...
 local probs = counts * counts_sum_inv
 local logprobs = probs:log()
