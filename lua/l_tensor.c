@@ -252,7 +252,7 @@ static int index_set(lua_State *L, dp_tensor *t)
     if (!lt_test(L, 3) && !lua_isnumber(L, 3) && !lua_isboolean(L, 3))
         return luaL_error(L, "t[i] = value: value must be a number, boolean or tensor, got %s",
                           luaL_typename(L, 3));
-    return lt_index_set(L, t);   /* a write autograd may record (CopySlices) */
+    return lt_index_set(L, t);   /* t[i] as t[{i}]: a write autograd may record (CopySlices) */
 }
 
 static int tensor_index(lua_State *L)
