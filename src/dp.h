@@ -257,7 +257,8 @@ int dp_check_index_values(dp_tensor *t, int64_t base, int64_t limit, const char 
  * binding); negative ones count from the end; every index is checked before anything is
  * written.  indices[0..n) (NULL: the whole dim) are int64 tensors of any shape, which
  * broadcast together, or bool masks, each covering mask->ndim dims (PyTorch's t[indices]).
- * The out-of-place forms are differentiable. */
+ * The out-of-place forms are differentiable; autograd records the in-place ones as
+ * dp_region_write_ says (IndexPutBackward0, ScatterBackward0, ScatterAddBackward0). */
 dp_tensor *dp_index(dp_tensor *t, int n, dp_tensor *const *indices, int base);
 /* t[indices] = values (+= when accumulate; values broadcast to the selection) */
 int dp_index_put_(dp_tensor *t, int n, dp_tensor *const *indices, dp_tensor *values, bool accumulate, int base);
