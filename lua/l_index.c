@@ -8,9 +8,11 @@
 
 #define MAX_KEY 16
 
-/* A parsed key: the view the numbers and ranges leave, and what indexes it. */
+/* A parsed key: the region its numbers and ranges take, and what indexes the region's view. */
 typedef struct {
-    dp_tensor *view;                 /* borrowed from a slot on the stack */
+    dp_region region;
+    int vdim;                        /* dims of the region's view */
+    bool narrowed;                   /* a number or a range other than {} */
     int n;                           /* entries of ix: one per view dim (masks cover several) */
     dp_tensor *ix[DP_MAX_DIMS];      /* NULL: the whole dim */
     int ntensors;
@@ -44,64 +46,73 @@ static dp_tensor *push_view(lua_State *L, dp_tensor *v)
 }
 
 /* A {first, last [, step]} range (inclusive; {} is the whole dim, {i} is i alone; a step takes
-   every step-th element from first up to last, PyTorch's first-1:last:step) on view dim cur. */
-static dp_tensor *apply_range(lua_State *L, int entry, dp_tensor *v, int cur, int odim)
+   every step-th element from first up to last, PyTorch's first-1:last:step) into dim of r,
+   of the given size. */
+static void apply_range(lua_State *L, int entry, dp_region *r, int dim, int64_t size)
 {
     int len = (int)luaL_len(L, entry);
     if (len == 0)
-        return v;
+        return;
     if (len > 3)
         luaL_error(L, "a range for dimension %d must be {}, {i}, {first, last} or {first, last, step}, got %d numbers",
-                   odim + 1, len);
+                   dim + 1, len);
     lua_Integer step = 1;
     if (len == 3) {
         lua_geti(L, entry, 3);
         int isint;
         step = lua_tointegerx(L, -1, &isint);
         if (!isint || step < 1)
-            luaL_error(L, "the step of a range for dimension %d must be a positive integer, got %s", odim + 1,
+            luaL_error(L, "the step of a range for dimension %d must be a positive integer, got %s", dim + 1,
                        luaL_tolstring(L, -1, NULL));
         lua_pop(L, 1);
     }
-    int64_t size = v->sizes[cur];
     lua_geti(L, entry, 1);
-    int64_t first = position(L, -1, odim, size, 0), last = first;
+    int64_t first = position(L, -1, dim, size, 0), last = first;
     lua_pop(L, 1);
     if (len >= 2) {
         lua_geti(L, entry, 2);
         int isint;
         lua_Integer e = lua_tointegerx(L, -1, &isint);
         if (!isint)
-            luaL_error(L, "index for dimension %d must be an integer, got %s", odim + 1, luaL_tolstring(L, -1, NULL));
+            luaL_error(L, "index for dimension %d must be an integer, got %s", dim + 1, luaL_tolstring(L, -1, NULL));
         last = e < 0 ? e + size : e - 1;
         if (e == 0 || last >= size || last < first - 1)
             luaL_error(L, "range {%I, %I} is out of range for dimension %d with size %I (dplua counts from 1)",
-                       (lua_Integer)first + 1, e, odim + 1, (lua_Integer)size);
+                       (lua_Integer)first + 1, e, dim + 1, (lua_Integer)size);
         lua_pop(L, 1);
     }
-    if (step == 1)
-        return push_view(L, dp_narrow(v, cur, first, last - first + 1));
-    int64_t count = last < first ? 0 : (last - first) / step + 1;
-    return push_view(L, dp_slice(v, cur, first, count, step));
+    r->start[dim] = first;
+    r->count[dim] = last < first ? 0 : (last - first) / step + 1;
+    r->step[dim] = step;
 }
 
-/* Parses the key at arg for the tensor t (pushes the views it makes). */
+/* Parses the key at arg (a number, a table or a tensor) for the tensor t. */
 static void parse_key(lua_State *L, dp_tensor *t, int arg, index_key *k)
 {
-    k->view = t;
+    dp_region *r = &k->region;
+    r->ndim = t->ndim;
+    for (int d = 0; d < t->ndim; d++) {
+        r->start[d] = 0;
+        r->count[d] = t->sizes[d];
+        r->step[d] = 1;
+        r->keep[d] = true;
+    }
+    k->vdim = t->ndim;
+    k->narrowed = false;
     k->n = 0;
     k->ntensors = 0;
     k->numbers_only = true;
     dp_tensor *single = lt_test(L, arg);
-    if (!single && !lua_istable(L, arg))
+    bool one = single || lua_isnumber(L, arg);
+    if (!one && !lua_istable(L, arg))
         luaL_error(L, "a tensor index must be an integer, a table or a tensor, got %s", luaL_typename(L, arg));
-    int count = single ? 1 : (int)luaL_len(L, arg);
+    int count = one ? 1 : (int)luaL_len(L, arg);
     if (count > MAX_KEY)
         luaL_error(L, "too many indices (%d) for a tensor of dimension %d", count, t->ndim);
-    int cur = 0, odim = 0;   /* the dim of the view, the dim of t */
+    int odim = 0;   /* the dim of t */
     for (int e = 1; e <= count; e++) {
         int entry = arg;
-        if (!single) {
+        if (!one) {
             lua_geti(L, arg, e);
             entry = lua_gettop(L);
         }
@@ -110,7 +121,7 @@ static void parse_key(lua_State *L, dp_tensor *t, int arg, index_key *k)
         if (!ix && !lua_isnumber(L, entry) && !lua_istable(L, entry))
             luaL_error(L, "index entry %d must be an integer, a {first, last} range or a tensor, got %s", e,
                        luaL_typename(L, entry));
-        if (cur + consumes > k->view->ndim)
+        if (odim + consumes > t->ndim)
             luaL_error(L, "too many indices for a tensor of dimension %d", t->ndim);
         if (ix) {
             if (ix->dtype != DP_INT64 && ix->dtype != DP_BOOL)
@@ -118,45 +129,56 @@ static void parse_key(lua_State *L, dp_tensor *t, int arg, index_key *k)
             k->ix[k->n++] = ix;
             k->ntensors++;
             k->numbers_only = false;
-            cur += consumes;
         } else if (lua_isnumber(L, entry)) {
-            int64_t i = position(L, entry, odim, k->view->sizes[cur], 0);
-            k->view = push_view(L, dp_select(k->view, cur, i));
+            r->start[odim] = position(L, entry, odim, t->sizes[odim], 0);
+            r->keep[odim] = false;
+            k->vdim--;
+            k->narrowed = true;
         } else {
-            k->view = apply_range(L, entry, k->view, cur, odim);
+            apply_range(L, entry, r, odim, t->sizes[odim]);
+            k->narrowed = k->narrowed || luaL_len(L, entry) > 0;
             k->ix[k->n++] = NULL;
             k->numbers_only = false;
-            cur++;
         }
         odim += consumes;
-        if (!single)   /* keep the views made (they sit above the entry) */
-            lua_remove(L, entry);
+        if (!one)
+            lua_pop(L, 1);
     }
 }
 
-/* t[key] for a table or tensor key */
+/* t[key] for a number, table or tensor key */
 int lt_index_get(lua_State *L, dp_tensor *t)
 {
     index_key k;
     parse_key(L, t, 2, &k);
+    dp_tensor *view = push_view(L, dp_region_view(t, &k.region));
     if (k.ntensors) {
         dp_tensor **slot = lt_newslot(L);
-        return lt_done(L, *slot = dp_index(k.view, k.n, k.ix, 1));
+        return lt_done(L, *slot = dp_index(view, k.n, k.ix, 1));
     }
-    /* an element, as t[i] on a 1-D tensor: a number, or the 0-dim view (the last select,
-       on top of the stack) when t requires grad */
-    if (k.numbers_only && k.view->ndim == 0 && t->ndim > 0) {
+    /* an element, as t[i] on a 1-D tensor: a number, or the 0-dim view (on top of the stack)
+       when t requires grad */
+    if (k.numbers_only && view->ndim == 0 && t->ndim > 0) {
         if (lt_element_as_tensor(t))
             return 1;
         char elem[8];
         dp_dtype hdt = dp_dtype_is_float(t->dtype) ? DP_FLOAT64 : t->dtype;
-        if (dp_to_host(k.view, elem, hdt, 1) != 0)
+        if (dp_to_host(view, elem, hdt, 1) != 0)
             lt_raise(L);
         lt_pushelement(L, hdt, elem);
         return 1;
     }
-    push_view(L, dp_view_sizes(k.view, k.view->ndim, k.view->sizes));   /* a view, even of t itself */
+    push_view(L, dp_view_sizes(view, view->ndim, view->sizes));   /* a view, even of t itself */
     return 1;
+}
+
+/* A write that autograd records refuses a tensor sharing its memory with another (the
+ * engine's dp_region_write_): views dropped but not yet collected would count, so they are
+ * collected first. */
+static void collect_dropped_views(lua_State *L, dp_tensor *t, dp_tensor *v)
+{
+    if (dp_grad_enabled() && (t->requires_grad || v->requires_grad) && __atomic_load_n(&t->storage->refcount, __ATOMIC_ACQUIRE) > 1)
+        lua_gc(L, LUA_GCCOLLECT);
 }
 
 /* A value to write into t: the tensor at arg, or a number or boolean as a 0-dim tensor. */
@@ -190,23 +212,21 @@ dp_tensor *lt_drop_leading_ones(lua_State *L, dp_tensor *src, int ndim)
     return src;
 }
 
-/* t[key] = value for a table or tensor key */
+/* t[key] = value for a number, table or tensor key */
 int lt_index_set(lua_State *L, dp_tensor *t)
 {
     lua_settop(L, 3);
     index_key k;
     parse_key(L, t, 2, &k);
-    if (k.ntensors) {
-        dp_tensor *v = value_arg(L, 3, t, "t[index] = value");
-        return dp_index_put_(k.view, k.n, k.ix, v, false, 1) == 0 ? 0 : lt_raise(L);
-    }
-    dp_tensor *src = lt_test(L, 3);
-    if (!src && !lua_isnumber(L, 3) && !lua_isboolean(L, 3))
+    dp_tensor *v = lt_test(L, 3);
+    if (!v && !lua_isnumber(L, 3) && !lua_isboolean(L, 3))
         return luaL_error(L, "t[index] = value: value must be a number, boolean or tensor, got %s", luaL_typename(L, 3));
-    if (src)
-        src = lt_drop_leading_ones(L, src, k.view->ndim);
-    int rc = src ? dp_copy_(k.view, src) : dp_fill_(k.view, lt_checkscalar(L, 3));
-    return rc == 0 ? 0 : lt_raise(L);
+    if (v && !k.ntensors)
+        v = lt_drop_leading_ones(L, v, k.vdim);
+    else if (!v)
+        v = value_arg(L, 3, t, "t[index] = value");
+    collect_dropped_views(L, t, v);
+    return dp_region_write_(t, &k.region, k.ntensors ? k.n : 0, k.ix, v, false, 1) == 0 ? 0 : lt_raise(L);
 }
 
 /* t:index_put_(indices, values [, {accumulate=false}]) and the out-of-place index_put */
@@ -225,14 +245,15 @@ static int index_put(lua_State *L, bool inplace)
     if (!k.ntensors)
         return luaL_error(L, "index_put%s: expected at least one index tensor", inplace ? "_" : "");
     if (inplace) {
-        if (k.view != t)
+        if (k.narrowed)
             return luaL_error(L, "index_put_: the indices must be tensors or {} (use t[{...}] = v for numbers and ranges)");
+        collect_dropped_views(L, t, v);
         if (dp_index_put_(t, k.n, k.ix, v, acc, 1))
             return lt_raise(L);
         lua_settop(L, 1);
         return 1;
     }
-    if (k.view != t)
+    if (k.narrowed)
         return luaL_error(L, "index_put: the indices must be tensors or {}");
     dp_tensor **slot = lt_newslot(L);
     return lt_done(L, *slot = dp_index_put(t, k.n, k.ix, v, acc, 1));
@@ -266,6 +287,7 @@ static int scatter(lua_State *L, bool add, bool inplace)
     if (lt_test(L, 4))
         same_dtype(L, add ? "scatter_add" : "scatter", t, src);
     if (inplace) {
+        collect_dropped_views(L, t, src);
         if (dp_scatter_index_(t, dim, ix, src, add, 1))
             return lt_raise(L);
         lua_settop(L, 1);

@@ -248,17 +248,11 @@ static int index_set(lua_State *L, dp_tensor *t)
         return lt_index_set(L, t);   /* a table or a tensor */
     if (t->ndim == 0)
         return luaL_error(L, "cannot index a 0-d tensor (use fill_ or copy_)");
-    int64_t i = lt_checkposition(L, 2, t, 0);
-    dp_tensor *src = lt_test(L, 3);
-    if (!src && !lua_isnumber(L, 3) && !lua_isboolean(L, 3))
+    lt_checkposition(L, 2, t, 0);
+    if (!lt_test(L, 3) && !lua_isnumber(L, 3) && !lua_isboolean(L, 3))
         return luaL_error(L, "t[i] = value: value must be a number, boolean or tensor, got %s",
                           luaL_typename(L, 3));
-    dp_tensor **slot = lt_newslot(L);
-    lt_done(L, *slot = dp_select(t, 0, i));
-    if (src)
-        src = lt_drop_leading_ones(L, src, (*slot)->ndim);
-    int rc = src ? dp_copy_(*slot, src) : dp_fill_(*slot, lt_checkscalar(L, 3));
-    return rc == 0 ? 0 : lt_raise(L);
+    return lt_index_set(L, t);   /* t[i] as t[{i}]: a write autograd may record (CopySlices) */
 }
 
 static int tensor_index(lua_State *L)

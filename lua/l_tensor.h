@@ -37,7 +37,8 @@ extern const luaL_Reg lt_determ_functions[];   /* l_determ.c: use_deterministic_
 int lt_run_backward(lua_State *L, dp_tensor *root, dp_tensor *grad, bool retain);
 extern const luaL_Reg lt_index_functions[];   /* l_index.c: gather, scatter, index_put, nonzero */
 extern const luaL_Reg lt_index_methods[];     /* l_index.c: the in-place forms */
-/* l_index.c: t[key] and t[key] = value (the value at 3) for a table or tensor key at 2 */
+/* l_index.c: t[key] and t[key] = value (the value at 3) for a table or tensor key at 2 (and a
+ * number key, for t[i] = value) */
 int lt_index_get(lua_State *L, dp_tensor *t);
 bool lt_element_as_tensor(const dp_tensor *t);
 dp_tensor *lt_drop_leading_ones(lua_State *L, dp_tensor *src, int ndim);   /* l_index.c */   /* t[i] of a 1-D t, t[{i, j}]: a 0-dim tensor? */

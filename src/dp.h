@@ -262,11 +262,30 @@ int dp_check_index_values(dp_tensor *t, int64_t base, int64_t limit, const char 
  * binding); negative ones count from the end; every index is checked before anything is
  * written.  indices[0..n) (NULL: the whole dim) are int64 tensors of any shape, which
  * broadcast together, or bool masks, each covering mask->ndim dims (PyTorch's t[indices]).
- * The out-of-place forms are differentiable. */
+ * The out-of-place forms are differentiable; autograd records the in-place ones as
+ * dp_region_write_ says (IndexPutBackward0, ScatterBackward0, ScatterAddBackward0). */
 dp_tensor *dp_index(dp_tensor *t, int n, dp_tensor *const *indices, int base);
 /* t[indices] = values (+= when accumulate; values broadcast to the selection) */
 int dp_index_put_(dp_tensor *t, int n, dp_tensor *const *indices, dp_tensor *values, bool accumulate, int base);
 dp_tensor *dp_index_put(dp_tensor *t, int n, dp_tensor *const *indices, dp_tensor *values, bool accumulate, int base);
+/* A region of a tensor made of numbers and ranges (Lua's t[{2, {1, 3}}], PyTorch's
+ * t[1, 0:3]): per dim of the tensor, count elements from start, every step-th, or with keep
+ * false the one element at start, the dim dropped. */
+typedef struct {
+    int ndim;
+    int64_t start[DP_MAX_DIMS], count[DP_MAX_DIMS], step[DP_MAX_DIMS];
+    bool keep[DP_MAX_DIMS];
+} dp_region;
+/* The region as a view of t, recorded by autograd as its selects and slices. */
+dp_tensor *dp_region_view(dp_tensor *t, const dp_region *r);
+/* t[region] = values, or with n index tensors t[region][indices] = values as dp_index_put_
+ * takes them; values broadcast to what they fill.  With grad mode on and t or values
+ * requiring grad, t records the write as PyTorch does: CopySlices (IndexPutBackward0 when
+ * the region is all of t and indices are given).  Refused then, besides a leaf that requires
+ * grad and a tensor with views autograd recorded, when t shares its memory with another
+ * tensor (a view of it, or the one it views): that one's history would miss the write. */
+int dp_region_write_(dp_tensor *t, const dp_region *r, int n, dp_tensor *const *indices, dp_tensor *values,
+                     bool accumulate, int base);
 /* out[i][j] = t[i][index[i][j]] along dim (index has t's number of dims) */
 dp_tensor *dp_gather_index(dp_tensor *t, int dim, dp_tensor *index, int base);
 /* t[i][index[i][j]] = src[i][j] (+= when add); src may be 0-dim (a value) */

@@ -515,24 +515,14 @@ int dp_check_index_overlap(const dp_tensor *dst, const dp_tensor *index, const c
     return o == DP_OVERLAP_FULL || o == DP_OVERLAP_PARTIAL ? overlap_error(op, "index") : 0;
 }
 
-/* In-place ops that autograd must see: self requires grad (a non-leaf) or an operand does.
- * As PyTorch rebases self's history, the op runs out of place on self's old value (with
- * recording), and self takes the result's values and its node.  When nothing else holds self
- * or its memory, self simply takes the result's storage; otherwise the old value is a clone
- * and the result is copied in (the version bump then stops any backward that saved the old
- * value, as in PyTorch).  A tensor with views that autograd recorded is refused: their
- * histories would not learn of the write. */
+/* In-place arithmetic that autograd must see runs out of place on self's old value and self
+ * adopts the result (dp_inplace_old, dp_inplace_adopt, shared with index.c's writes). */
 typedef struct {
     enum { IP_UNARY, IP_BINARY, IP_SCALAR, IP_FILL, IP_COPY } kind;
     int op;
     dp_tensor *other;
     double p0, p1;
 } inplace_op;
-
-static bool inplace_tracked(const dp_tensor *self, const dp_tensor *other)
-{
-    return dp_grad_enabled() && (self->requires_grad || (other && other->requires_grad));
-}
 
 /* Backward of fill_ and copy_ on a tracked tensor (FillBackward0, CopyBackwards): zeros for
  * self's old value, the gradient itself for copy_'s source (already in self's layout). */
@@ -568,26 +558,30 @@ static dp_tensor *overwritten(dp_tensor *self, dp_tensor *old, const inplace_op 
     return values;
 }
 
-static int inplace_recorded(dp_tensor *self, const char *name, const inplace_op *o)
+bool dp_inplace_tracked(const dp_tensor *self, const dp_tensor *other)
 {
-    if (self->requires_grad && !self->grad_fn) return dp_check_inplace(self, name);   /* a leaf */
+    return dp_grad_enabled() && (self->requires_grad || (other && other->requires_grad));
+}
+
+dp_tensor *dp_inplace_old(dp_tensor *self, const char *name, bool *swap)
+{
+    if (self->requires_grad && !self->grad_fn) return dp_check_inplace(self, name), NULL;   /* a leaf */
     if (self->storage->graph_views)
         return dp_error("in-place operation %s on a tensor that requires grad and shares its memory with a view "
-                        "autograd recorded is not supported; use the out-of-place form", name);
-    bool swap = __atomic_load_n(&self->refcount, __ATOMIC_ACQUIRE) == 1
-                && __atomic_load_n(&self->storage->refcount, __ATOMIC_ACQUIRE) == 1;
-    dp_tensor *old = swap ? dp_alias(self) : NO_GRAD(dp_clone(self));
-    if (!old) return -1;
-    if (self->requires_grad) {
+                        "autograd recorded is not supported; use the out-of-place form", name), NULL;
+    *swap = __atomic_load_n(&self->refcount, __ATOMIC_ACQUIRE) == 1
+            && __atomic_load_n(&self->storage->refcount, __ATOMIC_ACQUIRE) == 1;
+    dp_tensor *old = *swap ? dp_alias(self) : NO_GRAD(dp_clone(self));
+    if (old && self->requires_grad) {
         old->requires_grad = true;
         old->grad_fn = self->grad_fn;
         dp_node_retain(old->grad_fn);
     }
-    dp_tensor *r = o->kind == IP_UNARY    ? dp_unary((dp_unary_op)o->op, old, o->p0, o->p1)
-                 : o->kind == IP_BINARY   ? dp_binary((dp_binary_op)o->op, old, o->other)
-                 : o->kind == IP_SCALAR   ? dp_binary_scalar((dp_binary_op)o->op, old, o->p0, false)
-                                          : overwritten(self, old, o);
-    dp_tensor_release(old);
+    return old;
+}
+
+int dp_inplace_adopt(dp_tensor *self, dp_tensor *r, bool swap)
+{
     if (r && r->dtype != self->dtype) {
         dp_tensor *c = dp_to(r, r->device, self->dtype, false);
         dp_tensor_release(r);
@@ -613,10 +607,23 @@ static int inplace_recorded(dp_tensor *self, const char *name, const inplace_op 
     return 0;
 }
 
+static int inplace_recorded(dp_tensor *self, const char *name, const inplace_op *o)
+{
+    bool swap;
+    dp_tensor *old = dp_inplace_old(self, name, &swap);
+    if (!old) return -1;
+    dp_tensor *r = o->kind == IP_UNARY    ? dp_unary((dp_unary_op)o->op, old, o->p0, o->p1)
+                 : o->kind == IP_BINARY   ? dp_binary((dp_binary_op)o->op, old, o->other)
+                 : o->kind == IP_SCALAR   ? dp_binary_scalar((dp_binary_op)o->op, old, o->p0, false)
+                                          : overwritten(self, old, o);
+    dp_tensor_release(old);
+    return dp_inplace_adopt(self, r, swap);
+}
+
 int dp_binary_(dp_binary_op op, dp_tensor *self, dp_tensor *other)
 {
     const char *name = op_table[DP_NUNARY + op].name;
-    bool tracked = inplace_tracked(self, other);
+    bool tracked = dp_inplace_tracked(self, other);
     if (dp_check_write_overlap(self, other, name)) return -1;
     if ((tracked ? expand_check(self, name) : inplace_check(self, name)) || check_bools(op, self->dtype, other->dtype))
         return -1;
@@ -648,7 +655,7 @@ int dp_binary_(dp_binary_op op, dp_tensor *self, dp_tensor *other)
 int dp_binary_scalar_(dp_binary_op op, dp_tensor *self, double s)
 {
     const char *name = op_table[DP_NUNARY + op].name;
-    bool tracked = inplace_tracked(self, NULL);
+    bool tracked = dp_inplace_tracked(self, NULL);
     if ((tracked ? expand_check(self, name) : inplace_check(self, name)) || check_bools(op, self->dtype, DP_INT64))
         return -1;
     if (!dp_dtype_is_float(self->dtype) && ((binary_flags[op] & (KIND_FLOAT | KIND_FLOATONLY)) || s != floor(s)))
@@ -663,7 +670,7 @@ int dp_binary_scalar_(dp_binary_op op, dp_tensor *self, double s)
 int dp_unary_(dp_unary_op op, dp_tensor *self, double p0, double p1)
 {
     if ((unsigned)op >= DP_NUNARY) return dp_error("invalid unary op %d", (int)op);
-    bool tracked = inplace_tracked(self, NULL);
+    bool tracked = dp_inplace_tracked(self, NULL);
     if (tracked ? expand_check(self, op_table[op].name) : inplace_check(self, op_table[op].name)) return -1;
     dp_dtype ct;
     if (unary_dtype(op, self->dtype, &ct)) return -1;
@@ -686,7 +693,7 @@ int dp_unary_(dp_unary_op op, dp_tensor *self, double p0, double p1)
 
 int dp_fill_(dp_tensor *self, double value)
 {
-    if (inplace_tracked(self, NULL))
+    if (dp_inplace_tracked(self, NULL))
         return expand_check(self, "fill_") ? -1 : inplace_recorded(self, "fill_", &(inplace_op){ IP_FILL, 0, NULL, value, 0 });
     if (inplace_check(self, "fill_")) return -1;
     dp_view o = dp_view_of(self);
@@ -697,7 +704,7 @@ int dp_fill_(dp_tensor *self, double value)
 
 int dp_copy_(dp_tensor *self, dp_tensor *src)
 {
-    bool tracked = inplace_tracked(self, src);
+    bool tracked = dp_inplace_tracked(self, src);
     if ((tracked ? expand_check(self, "copy_") : inplace_check(self, "copy_")) || dp_check_write_overlap(self, src, "copy_"))
         return -1;
     int nd;

@@ -450,30 +450,6 @@ static int scatter_raw(dp_tensor *dst, const layout *l, const int64_t *strides, 
     return dp_backend_for(dst->device)->scatter_offsets(&b, &x, &s, mode);
 }
 
-/* Every in-place index write ends here (index_put_, t[index] = v, scatter_, scatter_add_,
- * and index_copy_, index_fill_, index_add_, masked_scatter_ made of them): values that
- * share memory with t are refused or read from a private copy (dp_index_write_source). */
-static int put_in_place(dp_tensor *t, const plan *p, dp_tensor *values, bool add, const char *op)
-{
-    if (dp_check_inplace(t, op)) return -1;
-    for (int d = 0; d < t->ndim && dp_numel(t) > 0; d++)
-        if (t->strides[d] == 0 && t->sizes[d] > 1)
-            return dp_error("unsupported operation: more than one element of the written-to tensor refers to a single "
-                            "memory location (%s on an expanded view). Please clone() the tensor before performing the "
-                            "operation.", op);
-    dp_tensor *own = dp_index_write_source(t, values, op, add ? "source" : "values");
-    if (!own) return -1;
-    dp_tensor *v = prep_values(t, &p->out, own, op);
-    dp_tensor_release(own);
-    if (!v) return -1;
-    dp_tensor *offs = plan_offsets(p, t->sizes, t->strides, t->device);
-    int rc = offs ? scatter_raw(t, &p->out, t->strides, offs, v, add ? DP_SCATTER_ADD : DP_SCATTER_COPY) : -1;
-    if (!rc) dp_bump_version(t);
-    dp_tensor_release(offs);
-    dp_tensor_release(v);
-    return rc;
-}
-
 /* backward of an out-of-place put: the gradient of t is g with the written places zeroed
  * (or g itself when adding); that of the values is g gathered there */
 static int put_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
@@ -531,19 +507,225 @@ static dp_tensor *put_plan(dp_tensor *t, const plan *p, dp_tensor *values, bool 
     return out;
 }
 
-int dp_index_put_(dp_tensor *t, int n, dp_tensor *const *indices, dp_tensor *values, bool accumulate, int base)
+/* ---------------------------------------------------------------- recorded writes */
+
+/* The view of x (t's shape) that region r of t takes, without autograd: t's region in any
+ * layout of t's elements (t itself, its old value, a gradient). */
+static dp_tensor *region_of(dp_tensor *x, const dp_region *r)
 {
-    if (dp_check_inplace(t, "index_put_")) return -1;
+    int nd = 0;
+    int64_t sizes[DP_MAX_DIMS], strides[DP_MAX_DIMS], offset = x->offset;
+    for (int d = 0; d < r->ndim; d++) {
+        offset += r->start[d] * x->strides[d];
+        if (!r->keep[d]) continue;
+        sizes[nd] = r->count[d];
+        strides[nd++] = r->step[d] * x->strides[d];
+    }
+    return dp_make_view(x, nd, sizes, strides, offset);
+}
+
+static bool region_is_whole(const dp_tensor *t, const dp_region *r)
+{
+    for (int d = 0; d < r->ndim; d++)
+        if (!r->keep[d] || r->start[d] != 0 || r->step[d] != 1 || r->count[d] != t->sizes[d]) return false;
+    return true;
+}
+
+dp_tensor *dp_region_view(dp_tensor *t, const dp_region *r)
+{
+    if (r->ndim != t->ndim)
+        return dp_error("a region of %d dimensions does not fit a tensor of %d dimensions", r->ndim, t->ndim), NULL;
+    dp_tensor *v = t;
+    dp_tensor_retain(t);
+    for (int d = 0, cur = 0; d < r->ndim && v; d++) {
+        dp_tensor *next;
+        if (!r->keep[d]) next = dp_select(v, cur, r->start[d]);
+        else if (r->start[d] == 0 && r->step[d] == 1 && r->count[d] == t->sizes[d]) { cur++; continue; }
+        else next = dp_slice(v, cur++, r->start[d], r->count[d], r->step[d]);
+        dp_tensor_release(v);
+        v = next;
+    }
+    return v;
+}
+
+/* backward of a write into a region (PyTorch's CopySlices): the old value takes the gradient
+ * with the region zeroed, what was written the region's gradient */
+static int copy_slices_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
+{
+    const dp_region *r = n->user;
+    if (DP_NEEDS_INPUT(n, 1)) {
+        dp_tensor *part = region_of(g, r);
+        gin[1] = part ? dp_contiguous(part) : NULL;
+        dp_tensor_release(part);
+        if (!gin[1]) return -1;
+    }
+    if (DP_NEEDS_INPUT(n, 0)) {
+        dp_tensor *c = dp_clone(g), *part = c ? region_of(c, r) : NULL, *zero = dp_zeros(0, NULL, g->dtype, g->device);
+        int rc = part && zero ? dp_copy_raw(part, zero) : -1;
+        dp_tensor_release(part);
+        dp_tensor_release(zero);
+        if (rc) { dp_tensor_release(c); return -1; }
+        gin[0] = c;
+    }
+    return 0;
+}
+
+/* old with region r replaced by part (the region's shape, old's dtype), recorded as
+ * CopySlices */
+static dp_tensor *copy_slices(dp_tensor *old, const dp_region *r, dp_tensor *part)
+{
+    dp_tensor *out = NO_GRAD(dp_clone(old)), *dst = out ? region_of(out, r) : NULL;
+    int rc = dst ? dp_copy_raw(dst, part) : -1;
+    dp_tensor_release(dst);
+    if (rc) { dp_tensor_release(out); return NULL; }
+    dp_tensor *ins[2] = { old, part };
+    if (dp_needs_grad(2, ins)) {
+        dp_region *saved = malloc(sizeof *saved);
+        dp_node *node = saved ? dp_node_new("CopySlices", copy_slices_backward, 2, ins) : NULL;
+        if (!node) {
+            if (!saved) dp_error("out of memory");
+            free(saved);
+            dp_tensor_release(out);
+            return NULL;
+        }
+        *saved = *r;
+        node->user = saved;
+        node->user_free = free;
+        dp_attach(out, node);
+    }
+    return out;
+}
+
+/* The old value of t for a recorded write (dp_inplace_old).  Refused besides when t shares its
+ * memory with another tensor: a view of it, or a tensor it is a view of, whose history
+ * (PyTorch's records the write on the base) would not learn of the write. */
+static dp_tensor *write_old(dp_tensor *t, const char *op, bool *swap)
+{
+    dp_tensor *old = dp_inplace_old(t, op, swap);
+    if (old && !*swap && __atomic_load_n(&t->storage->refcount, __ATOMIC_ACQUIRE) > 1) {   /* old is a clone */
+        dp_tensor_release(old);
+        dp_error("%s: the tensor written requires grad after the write, and shares its memory with another tensor "
+                 "(a view of it, or the tensor it is a view of) whose history would not learn of the write; write "
+                 "through the base tensor's key (base[{i, ...}] = v), or clone() it first", op);
+        return NULL;
+    }
+    return old;
+}
+
+/* Every in-place index write ends here (index_put_, t[key] = v, scatter_, scatter_add_,
+ * and index_copy_, index_fill_, index_add_, masked_scatter_ made of them): dst is t or the
+ * view of t's region r (NULL: all of t), and the caller's reference to it is taken (a
+ * recorded write must know who else holds t's memory).  Values that share memory with dst
+ * are refused or read from a private copy (dp_index_write_source).  A write autograd must
+ * see runs out of place on t's old value, as PyTorch's IndexPutBackward0 (ScatterBackward0,
+ * ...) or, into a region, CopySlices around it, and t adopts the result. */
+static int put_in_place(dp_tensor *t, const dp_region *r, dp_tensor *dst, const plan *p, dp_tensor *values, bool add,
+                        const char *op, const char *name)
+{
+    int rc = -1;
+    dp_tensor *own = NULL, *v = NULL, *offs = NULL;
+    for (int d = 0; d < dst->ndim && dp_numel(dst) > 0; d++)
+        if (dst->strides[d] == 0 && dst->sizes[d] > 1) {
+            dp_error("unsupported operation: more than one element of the written-to tensor refers to a single "
+                     "memory location (%s on an expanded view). Please clone() the tensor before performing the "
+                     "operation.", op);
+            goto done;
+        }
+    if (!(own = dp_index_write_source(dst, values, op, add ? "source" : "values"))) goto done;
+    if (dp_inplace_tracked(t, own)) {
+        dp_tensor_release(dst);
+        dst = NULL;
+        bool swap;
+        dp_tensor *old = write_old(t, op, &swap);
+        if (!old) goto done;
+        dp_tensor *part = r ? dp_region_view(old, r) : (dp_tensor_retain(old), old);
+        dp_tensor *put = part ? put_plan(part, p, own, add, op, name) : NULL;
+        dp_tensor *res = put && r ? copy_slices(old, r, put) : put;
+        if (res != put) dp_tensor_release(put);
+        dp_tensor_release(part);
+        dp_tensor_release(old);
+        rc = dp_inplace_adopt(t, res, swap);
+        goto done;
+    }
+    if (!(v = prep_values(dst, &p->out, own, op))) goto done;
+    offs = plan_offsets(p, dst->sizes, dst->strides, dst->device);
+    rc = offs ? scatter_raw(dst, &p->out, dst->strides, offs, v, add ? DP_SCATTER_ADD : DP_SCATTER_COPY) : -1;
+    if (!rc) dp_bump_version(dst);
+done:
+    dp_tensor_release(offs);
+    dp_tensor_release(v);
+    dp_tensor_release(own);
+    dp_tensor_release(dst);
+    return rc;
+}
+
+/* t[indices] = values on dst, t or the view of its region r (the reference to dst is taken) */
+static int index_put_into(dp_tensor *t, const dp_region *r, dp_tensor *dst, int n, dp_tensor *const *indices,
+                          dp_tensor *values, bool accumulate, int base)
+{
     /* An index in t's memory is refused, as in PyTorch; t[mask] = one value is PyTorch's
      * masked_fill_, which reads the mask first (b[b] = false). */
     bool fill = n == 1 && indices[0] && indices[0]->dtype == DP_BOOL && dp_numel(values) == 1;
     for (int k = 0; k < n && !fill; k++)
-        if (indices[k] && dp_check_index_overlap(t, indices[k], "index_put_")) return -1;
+        if (indices[k] && dp_check_index_overlap(dst, indices[k], "index_put_")) { dp_tensor_release(dst); return -1; }
     plan p;
-    if (plan_build(&p, t, n, indices, base)) return -1;
-    int rc = put_in_place(t, &p, values, accumulate, "index_put_");
+    if (plan_build(&p, dst, n, indices, base)) { dp_tensor_release(dst); return -1; }
+    int rc = put_in_place(t, r, dst, &p, values, accumulate, "index_put_", "IndexPutBackward0");
     plan_free(&p);
     return rc;
+}
+
+int dp_region_write_(dp_tensor *t, const dp_region *r, int n, dp_tensor *const *indices, dp_tensor *values,
+                     bool accumulate, int base)
+{
+    if (!t->grad_fn && dp_check_inplace(t, n ? "index_put_" : "copy_")) return -1;   /* a leaf */
+    dp_tensor *dst = NO_GRAD(dp_region_view(t, r));
+    if (!dst) return -1;
+    bool whole = region_is_whole(t, r);
+    if (n) return index_put_into(t, whole ? NULL : r, dst, n, indices, values, accumulate, base);
+    if (!dp_inplace_tracked(t, values)) {
+        int rc = dp_copy_(dst, values);
+        dp_tensor_release(dst);
+        return rc;
+    }
+    /* copy_'s checks on dst, then CopySlices around the values, as dst's shape and t's dtype */
+    char a[128], b[128];
+    int nd, rc = -1;
+    int64_t sizes[DP_MAX_DIMS];
+    for (int d = 0; d < dst->ndim && dp_numel(dst) > 0; d++)
+        if (dst->strides[d] == 0 && dst->sizes[d] > 1) {
+            dp_error("unsupported operation: more than one element of the written-to tensor refers to a single "
+                     "memory location (copy_ on an expanded view). Please clone() the tensor before performing the "
+                     "operation.");
+            goto fail;
+        }
+    if (dp_check_write_overlap(dst, values, "copy_") || dp_broadcast_shape(dst->ndim, dst->sizes, values->ndim, values->sizes, &nd, sizes))
+        goto fail;
+    if (nd != dst->ndim || memcmp(sizes, dst->sizes, sizeof(int64_t) * (size_t)nd)) {
+        dp_error("copy_: the source of shape %s cannot be broadcast to the destination's shape %s",
+                 shape_of(values, a, sizeof a), shape_of(dst, b, sizeof b));
+        goto fail;
+    }
+    dp_tensor_release(dst);
+    bool swap;
+    dp_tensor *old = write_old(t, "copy_", &swap);
+    if (!old) return -1;
+    dp_tensor *conv = dp_to(values, t->device, t->dtype, false), *part = conv ? dp_expand(conv, nd, sizes) : NULL;
+    dp_tensor *res = part ? copy_slices(old, r, part) : NULL;
+    dp_tensor_release(part);
+    dp_tensor_release(conv);
+    dp_tensor_release(old);
+    return dp_inplace_adopt(t, res, swap);
+fail:
+    dp_tensor_release(dst);
+    return rc;
+}
+
+int dp_index_put_(dp_tensor *t, int n, dp_tensor *const *indices, dp_tensor *values, bool accumulate, int base)
+{
+    if (!t->grad_fn && dp_check_inplace(t, "index_put_")) return -1;   /* a leaf */
+    dp_tensor_retain(t);
+    return index_put_into(t, NULL, t, n, indices, values, accumulate, base);
 }
 
 dp_tensor *dp_index_put(dp_tensor *t, int n, dp_tensor *const *indices, dp_tensor *values, bool accumulate, int base)
@@ -659,11 +841,12 @@ dp_tensor *dp_scatter_index(dp_tensor *t, int dim, dp_tensor *index, dp_tensor *
 int dp_scatter_index_(dp_tensor *t, int dim, dp_tensor *index, dp_tensor *src, bool add, int base)
 {
     const char *op = add ? "scatter_add_" : "scatter_";
-    if (dp_check_inplace(t, op) || dp_check_index_overlap(t, index, op)) return -1;
+    if ((!t->grad_fn && dp_check_inplace(t, op)) || dp_check_index_overlap(t, index, op)) return -1;   /* a leaf */
     plan p;
     if (plan_gather(&p, t, dim, index, src, base, op)) return -1;
     dp_tensor *v = src_for(src, index);
-    int rc = v ? put_in_place(t, &p, v, add, op) : -1;
+    if (v) dp_tensor_retain(t);
+    int rc = v ? put_in_place(t, NULL, t, &p, v, add, op, add ? "ScatterAddBackward0" : "ScatterBackward0") : -1;
     dp_tensor_release(v);
     plan_free(&p);
     return rc;

@@ -76,6 +76,18 @@ int dp_check_count(int64_t n, size_t elem_size, const char *what);
 void dp_bump_version(dp_tensor *t);
 /* Refuses in-place writes on tensors autograd depends on. */
 int dp_check_inplace(dp_tensor *t, const char *op);
+/* In-place ops that autograd must see (elementwise.c's arithmetic, index.c's writes): grad
+ * mode is on and self or the operand (may be NULL) requires grad.  As PyTorch rebases self's
+ * history, such an op runs out of place on self's old value (dp_inplace_old: an alias of
+ * self, or a clone when anything else holds self or its memory, with self's history; NULL
+ * with the message set for a leaf that requires grad, or a tensor sharing its memory with a
+ * view autograd recorded, whose history would not learn of the write), and self adopts the
+ * result r (dp_inplace_adopt, which takes r's reference): its storage when *swap said so,
+ * else its values copied in (the version bump then stops any backward that saved the old
+ * value, as in PyTorch), and its node. */
+bool dp_inplace_tracked(const dp_tensor *self, const dp_tensor *other);
+dp_tensor *dp_inplace_old(dp_tensor *self, const char *name, bool *swap);
+int dp_inplace_adopt(dp_tensor *self, dp_tensor *r, bool swap);
 /* Memory shared by a tensor written and one it reads (elementwise.c): PyTorch's overlap
  * status.  dp_check_write_overlap refuses a partial overlap (copy_, a += b);
  * dp_index_write_source gives the tensor an index write reads (src retained, a private

@@ -106,8 +106,8 @@ function M.install(torch)
     local shape = broadcast(who, t:size(), mask:size(), 3)
     need(same(t:size(), shape), 3, '%s: the mask of shape %s does not broadcast to the tensor\'s shape %s',
       who, shape_str(mask:size()), shape_str(t:size()))
-    if t:dim() == 0 then t, mask = t:reshape(1), mask:reshape(1) end
-    mask = mask:expand(t:size())
+    if t:dim() == 0 then mask = mask:reshape(1) end   -- t stays as it is: no view of it
+    mask = mask:expand(t:dim() == 0 and { 1 } or t:size())
     local count = mask:sum():item()
     need(source:numel() >= count, 3, '%s: the mask has %d true elements but source has only %d', who, count,
       source:numel())
@@ -115,8 +115,10 @@ function M.install(torch)
   end
   Tensor.masked_scatter_ = function(t, mask, source)
     local m, values = masked_scatter('masked_scatter_', t, mask, source)
-    local view = t:dim() == 0 and t:view(1) or t
-    view:index_put_({ m }, values)
+    -- a 0-d t through a copy: a view of t would share its memory, which a write autograd
+    -- records refuses
+    if t:dim() == 0 then return t:copy_(t:clone():reshape(1):index_put({ m }, values):reshape({})) end
+    t:index_put_({ m }, values)
     return t
   end
   both('masked_scatter', function(t, mask, source)
