@@ -221,6 +221,8 @@ int lt_index_set(lua_State *L, dp_tensor *t)
     dp_tensor *v = lt_test(L, 3);
     if (!v && !lua_isnumber(L, 3) && !lua_isboolean(L, 3))
         return luaL_error(L, "t[index] = value: value must be a number, boolean or tensor, got %s", luaL_typename(L, 3));
+    if (!v && !k.ntensors)   /* a number or boolean */
+        return dp_region_fill_(t, &k.region, lt_checkscalar(L, 3)) == 0 ? 0 : lt_raise(L);
     if (v && !k.ntensors)
         v = lt_drop_leading_ones(L, v, k.vdim);
     else if (!v)

@@ -286,6 +286,8 @@ dp_tensor *dp_region_view(dp_tensor *t, const dp_region *r);
  * tensor (a view of it, or the one it views): that one's history would miss the write. */
 int dp_region_write_(dp_tensor *t, const dp_region *r, int n, dp_tensor *const *indices, dp_tensor *values,
                      bool accumulate, int base);
+/* t[region] = value, recorded as dp_region_write_ says */
+int dp_region_fill_(dp_tensor *t, const dp_region *r, double value);
 /* out[i][j] = t[i][index[i][j]] along dim (index has t's number of dims) */
 dp_tensor *dp_gather_index(dp_tensor *t, int dim, dp_tensor *index, int base);
 /* t[i][index[i][j]] = src[i][j] (+= when add); src may be 0-dim (a value) */

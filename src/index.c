@@ -721,6 +721,20 @@ fail:
     return rc;
 }
 
+int dp_region_fill_(dp_tensor *t, const dp_region *r, double value)
+{
+    if (dp_inplace_tracked(t, NULL)) {
+        dp_tensor *v = dp_full(0, NULL, value, t->dtype, t->device);
+        int rc = v ? dp_region_write_(t, r, 0, NULL, v, false, 0) : -1;
+        dp_tensor_release(v);
+        return rc;
+    }
+    dp_tensor *dst = dp_region_view(t, r);
+    int rc = dst ? dp_fill_(dst, value) : -1;
+    dp_tensor_release(dst);
+    return rc;
+}
+
 int dp_index_put_(dp_tensor *t, int n, dp_tensor *const *indices, dp_tensor *values, bool accumulate, int base)
 {
     if (!t->grad_fn && dp_check_inplace(t, "index_put_")) return -1;   /* a leaf */
