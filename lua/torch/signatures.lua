@@ -372,6 +372,31 @@ function M.rows(torch)
     function(x, r) return M.fbase.pixel_shuffle(x, r) end, 'F')
   row('pixel_unshuffle', 'pixel_unshuffle(Tensor input, int downscale_factor)',
     function(x, r) return M.fbase.pixel_unshuffle(x, r) end, 'F')
+  -- pooling and batch norm in PyTorch's positional order (stride None or {} is kernel_size)
+  for _, name in ipairs { 'max_pool1d', 'max_pool2d' } do
+    row(name, ('%s(Tensor input, int[] kernel_size, int[]? stride=None, int[] padding=0, int[] dilation=1, '
+               .. 'bool ceil_mode=False, bool return_indices=False)'):format(name),
+      function(x, k, stride, padding, dilation, ceil_mode, return_indices)
+        return M.fbase[name](x, k, { stride = stride, padding = padding, dilation = dilation, ceil_mode = ceil_mode,
+                                     return_indices = return_indices })
+      end, 'F')
+  end
+  row('avg_pool1d', 'avg_pool1d(Tensor input, int[] kernel_size, int[]? stride=None, int[] padding=0, '
+                    .. 'bool ceil_mode=False, bool count_include_pad=True)',
+    function(x, k, stride, padding, ceil_mode, cip)
+      return M.fbase.avg_pool1d(x, k, { stride = stride, padding = padding, ceil_mode = ceil_mode, count_include_pad = cip })
+    end, 'F')
+  row('avg_pool2d', 'avg_pool2d(Tensor input, int[] kernel_size, int[]? stride=None, int[] padding=0, '
+                    .. 'bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None)',
+    function(x, k, stride, padding, ceil_mode, cip, divisor)
+      return M.fbase.avg_pool2d(x, k, { stride = stride, padding = padding, ceil_mode = ceil_mode, count_include_pad = cip,
+                                        divisor_override = divisor })
+    end, 'F')
+  row('batch_norm', 'batch_norm(Tensor input, Tensor? running_mean, Tensor? running_var, Tensor? weight=None, '
+                    .. 'Tensor? bias=None, bool training=False, float momentum=0.1, float eps=1e-05)',
+    function(x, rm, rv, w, b, training, momentum, eps)
+      return M.fbase.batch_norm(x, rm, rv, w, b, training, momentum, eps)
+    end, 'F')
   row('unfold', 'unfold(Tensor input, int[] kernel_size, int[] dilation=1, int[] padding=0, int[] stride=1)',
     function(x, k, d, p, st) return M.fbase.unfold(x, k, { dilation = d, padding = p, stride = st }) end, 'F')
   row('fold', 'fold(Tensor input, int[] output_size, int[] kernel_size, int[] dilation=1, int[] padding=0, int[] stride=1)',
