@@ -598,6 +598,10 @@ static int unfold_backward(dp_node *n, dp_tensor *g, dp_tensor **gin)
 {
     int dim = (int)n->ip[0];
     int64_t size = n->ip[1], step = n->ip[2], windows = n->ip[3];
+    if (n->in[0].ndim == 0) {   /* a 0-dim input: its one window is itself */
+        gin[0] = dp_reshape(g, 0, NULL);
+        return gin[0] ? 0 : -1;
+    }
     dp_tensor *z = dp_zeros(n->in[0].ndim, n->in[0].sizes, g->dtype, g->device);
     if (!z) return -1;
     int rc = 0;

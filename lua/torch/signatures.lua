@@ -368,10 +368,15 @@ function M.rows(torch)
   row('group_norm', 'group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, float eps=1e-05)',
     function(x, g, w, b, eps) return M.fbase.group_norm(x, g, w, b, eps) end, 'F')
   row('prelu', 'prelu(Tensor input, Tensor weight)', function(x, w) return M.fbase.prelu(x, w) end, 'F')
-  row('pixel_shuffle', 'pixel_shuffle(Tensor input, int upscale_factor)',
-    function(x, r) return M.fbase.pixel_shuffle(x, r) end, 'F')
-  row('pixel_unshuffle', 'pixel_unshuffle(Tensor input, int downscale_factor)',
-    function(x, r) return M.fbase.pixel_unshuffle(x, r) end, 'F')
+  -- (a factor of 1 gives a copy, as PyTorch's, not a view)
+  row('pixel_shuffle', 'pixel_shuffle(Tensor input, int upscale_factor)', function(x, r)
+    local y = M.fbase.pixel_shuffle(x, r)
+    return r == 1 and y:clone() or y
+  end, 'F')
+  row('pixel_unshuffle', 'pixel_unshuffle(Tensor input, int downscale_factor)', function(x, r)
+    local y = M.fbase.pixel_unshuffle(x, r)
+    return r == 1 and y:clone() or y
+  end, 'F')
   -- pooling and batch norm in PyTorch's positional order (stride None or {} is kernel_size)
   for _, name in ipairs { 'max_pool1d', 'max_pool2d' } do
     row(name, ('%s(Tensor input, int[] kernel_size, int[]? stride=None, int[] padding=0, int[] dilation=1, '
@@ -582,8 +587,15 @@ function M.rows(torch)
     return t
   end
   row('put_', 'put_(Tensor self, Tensor index, Tensor source, bool accumulate=False)', put_, 'Tensor')
+  -- (out of place, and so differentiable in t and source: index_put on the flattened t)
   row('put', 'put(Tensor self, Tensor index, Tensor source, bool accumulate=False)',
-    function(t, index, source, accumulate) return put_(t:clone(), index, source, accumulate) end)
+    function(t, index, source, accumulate)
+      if index.dtype ~= 'int64' then err('put: the index must be an int64 tensor, got %s', index.dtype) end
+      if index:numel() ~= source:numel() then
+        err('put: index and source must have the same number of elements, got %d and %d', index:numel(), source:numel())
+      end
+      return t:reshape(-1):index_put({ index:reshape(-1) }, source:reshape(-1), accumulate):view(t:size())
+    end)
   rows[#rows].method = true
 
   -- a view, as PyTorch's: writes into it land in t

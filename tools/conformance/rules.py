@@ -90,7 +90,7 @@ RULES = {
     'special.polygamma': {'order': [1, 0]},
     'einsum': {'order': [1, 0]},
     'polygamma': {'names': ['self', 'n']},
-    'nn.functional.one_hot': {'args': {'input': 'index', 'tensor': 'index'}},
+    'nn.functional.one_hot': {'args': {'input': 'index', 'tensor': 'index', 'self': 'index'}},
     'nn.functional.nll_loss': {'args': {'target': 'index', 'ignore_index': 'index'}},
     'nn.functional.cross_entropy': {
         'untranslatable': 'its target is either class indices or probabilities, told apart by dtype only'},
