@@ -86,6 +86,7 @@ local BASE_ARGS = {
   ['F.avg_pool1d'] = function() return { torch.arange(0, 8):float():reshape(1, 2, 4), 2 } end,
   ['F.avg_pool2d'] = function() return { torch.arange(0, 16):float():reshape(1, 1, 4, 4), 2 } end,
   ['F.batch_norm'] = function() return { torch.arange(0, 8):float():reshape(2, 2, 2), torch.zeros(2), torch.ones(2) } end,
+  diag_embed = function() return { torch.ones(2, 3) } end,
   ['F.unfold'] = function() return { torch.arange(0, 16):float():reshape(1, 1, 4, 4), 2 } end,
   ['F.fold'] = function() return { torch.arange(0, 36):float():reshape(1, 4, 9), { 4, 4 }, 2 } end,
   index_put_ = function() return { torch.zeros(3), { torch.tensor({ 1, 1 }) }, torch.tensor({ 1.0, 2.0 }) } end,

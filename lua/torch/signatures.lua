@@ -23,7 +23,7 @@ function M.rows(torch)
                           'narrow', 'select', 'split', 'chunk', 'tensor_split', 'unbind', 'tril', 'triu',
                           'flip', 'roll', 'diagonal', 'repeat_interleave', 'index_select', 'gather',
                           'scatter', 'scatter_add', 'scatter_reduce', 'allclose', 'cross', 'index_put_',
-                          'index_put', 'backward', 'nonzero' } do
+                          'index_put', 'backward', 'nonzero', 'diag_embed' } do
     base[name] = rawget(Tensor, name) or torch[name]
     assert(base[name], name)
   end
@@ -248,7 +248,12 @@ function M.rows(torch)
     function(t, p, dim, keepdim, dtype)
       t = cast(t, dtype)
       if p == 'fro' then p = 2 end
-      if type(p) == 'string' then err("norm: p must be a number or 'fro', got '%s'", p) end
+      if p == 'nuc' then   -- the sum of the singular values of the matrices in dims (default the last two)
+        local d = dim or { -2, -1 }
+        if type(d) ~= 'table' or #d ~= 2 then err("norm: p = 'nuc' needs two dims, got %s", signature.describe(dim)) end
+        return torch.linalg.matrix_norm(t, 'nuc', { dim = d, keepdim = keepdim })
+      end
+      if type(p) == 'string' then err("norm: p must be a number, 'fro' or 'nuc', got '%s'", p) end
       return over_dims('norm', function(x, d, k)
         if d == nil then return base.norm(x, p) end
         return base.norm(x, p, d, k)
@@ -568,6 +573,23 @@ function M.rows(torch)
     function(t, indices, values, acc) return base.index_put_(t, indices, values, { accumulate = acc }) end, 'Tensor')
   row('index_put', 'index_put(Tensor self, Tensor|table indices, Tensor|Scalar values, bool accumulate=False)',
     function(t, indices, values, acc) return base.index_put(t, indices, values, { accumulate = acc }) end)
+
+  -- diag_embed(offset, dim1, dim2): the last dim's values on the diagonal of two new dims,
+  -- which land at dim1 (rows) and dim2 (columns) of the result
+  row('diag_embed', 'diag_embed(Tensor self, int offset=0, dim dim1=-2, dim dim2=-1)', function(t, offset, d1, d2)
+    local r = base.diag_embed(t, offset)
+    if d1 == -2 and d2 == -1 then return r end
+    local n = r:dim()
+    local function pos(d)
+      if d == 0 or d > n or d < -n then
+        err('diag_embed: dimension %d is out of range for a %d-D result (dplua counts dims from 1)', d, n)
+      end
+      return d < 0 and n + d + 1 or d
+    end
+    local a, b = pos(d1), pos(d2)
+    if a == b then err('diag_embed: dim1 and dim2 cannot be the same dimension (%d)', a) end
+    return r:movedim({ n - 1, n }, { a, b })
+  end)
 
   -- put_(index, source [, accumulate]): source's values written (or added) at index, the
   -- positions of t's elements in row-major order (1-based, negative from the end); put is
