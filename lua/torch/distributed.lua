@@ -82,6 +82,18 @@ function dist.init_process_group(opts)
   end
   call(C.init, backend)
   local rank, size = C.get_rank(), C.get_world_size()
+  -- A process that a launcher (torchrun, a cluster script) started as one rank of a larger
+  -- job carries WORLD_SIZE and RANK: the group it joined must agree, never a silent world
+  -- of 1 where every process trains alone.
+  for _, v in ipairs { { 'WORLD_SIZE', size, 'world size' }, { 'RANK', rank, 'rank' } } do
+    local env = os.getenv(v[1])
+    if env ~= nil and env ~= '' and tonumber(env) ~= v[2] then
+      C.destroy()
+      error(('torch.distributed.init_process_group: this process was started with %s=%s, but the %s group '
+        .. 'it joined gives it %s %d: dplua starts its ranks with mpirun (mpirun -np N dplua train.lua); '
+        .. 'a torchrun-style launch through env:// is not supported yet'):format(v[1], env, backend, v[3], v[2]), 2)
+    end
+  end
   for _, k in ipairs { 'world_size', 'rank' } do
     local want, got = o[k], k == 'rank' and rank or size
     if want ~= nil and want ~= got then
