@@ -11,37 +11,6 @@ local FLAGS = {
   benchmark = { get = C._get_cudnn_benchmark, set = C._set_cudnn_benchmark },
 }
 
-backends.cudnn = setmetatable({}, {
-  __index = function(_, k)
-    local f = FLAGS[k]
-    if f then return f.get() end
-    return nil
-  end,
-  __newindex = function(_, k, v)
-    local f = FLAGS[k]
-    if not f then
-      error(("torch.backends.cudnn has no setting '%s' (it has allow_tf32, benchmark, deterministic and enabled)")
-        :format(tostring(k)), 2)
-    end
-    if type(v) ~= 'boolean' then
-      error(("torch.backends.cudnn.%s must be a boolean, got %s"):format(k, type(v)), 2)
-    end
-    f.set(v)
-  end,
-})
-
--- TF32: torch.backends.cuda.matmul.allow_tf32 (default false, as PyTorch's) lets CUDA
--- matrix products use TF32 tensor cores; torch.set_float32_matmul_precision('high' or
--- 'medium') is the same switch, 'highest' turns it off, and each reads the other.
--- torch.backends.cudnn.allow_tf32 (default true, as PyTorch's) is kept for the programs
--- that set it; cuDNN's convolutions take cuDNN's default math either way.
-local precision = 'highest'
-function backends._set_matmul_precision(p)
-  C.set_float32_matmul_precision(p)   -- checks the name and sets the engine's switch
-  precision = p
-end
-function backends._get_matmul_precision() return precision end
-
 local function flag_table(name, flags)
   return setmetatable({}, {
     __index = function(_, k)
@@ -62,6 +31,20 @@ local function flag_table(name, flags)
     end,
   })
 end
+
+backends.cudnn = flag_table('torch.backends.cudnn', FLAGS)
+
+-- TF32: torch.backends.cuda.matmul.allow_tf32 (default false, as PyTorch's) lets CUDA
+-- matrix products use TF32 tensor cores; torch.set_float32_matmul_precision('high' or
+-- 'medium') is the same switch, 'highest' turns it off, and each reads the other.
+-- torch.backends.cudnn.allow_tf32 (default true, as PyTorch's) is kept for the programs
+-- that set it; cuDNN's convolutions take cuDNN's default math either way.
+local precision = 'highest'
+function backends._set_matmul_precision(p)
+  C.set_float32_matmul_precision(p)   -- checks the name and sets the engine's switch
+  precision = p
+end
+function backends._get_matmul_precision() return precision end
 
 local reduced_fp16 = true
 backends.cuda = {

@@ -157,22 +157,15 @@ function M.rows(torch)
   end
   row('amax', 'amax(Tensor self, dims dim=[], bool keepdim=False)', extreme('amax', base.max))
   row('amin', 'amin(Tensor self, dims dim=[], bool keepdim=False)', extreme('amin', base.min))
-  row('argmax', 'argmax(Tensor self, dim? dim=None, bool keepdim=False)', function(t, dim, keepdim)
-    if dim == nil then
-      local r = base.argmax(t)
+  -- argmax/argmin: 1-based positions along dim, or in the flattened tensor
+  for _, name in ipairs { 'argmax', 'argmin' } do
+    row(name, ('%s(Tensor self, dim? dim=None, bool keepdim=False)'):format(name), function(t, dim, keepdim)
+      if dim ~= nil then return base[name](t, dim, keepdim) end
+      local r = base[name](t)
       if keepdim and t:dim() > 0 then r = r:reshape(kept_shape(t)) end
       return r
-    end
-    return base.argmax(t, dim, keepdim)
-  end)
-  row('argmin', 'argmin(Tensor self, dim? dim=None, bool keepdim=False)', function(t, dim, keepdim)
-    if dim == nil then
-      local r = base.argmin(t)
-      if keepdim and t:dim() > 0 then r = r:reshape(kept_shape(t)) end
-      return r
-    end
-    return base.argmin(t, dim, keepdim)
-  end)
+    end)
+  end
   for _, name in ipairs { 'max', 'min' } do
     row(name, { ('%s(Tensor self)'):format(name), ('%s(Tensor self, Tensor other)'):format(name),
                 ('%s(Tensor self, dim dim, bool keepdim=False)'):format(name) },
