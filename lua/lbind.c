@@ -2,6 +2,7 @@
  * userdata (one dp_tensor reference per userdata, liolib.c style) and its result slots,
  * raising engine errors, the collector's view of engine memory, and the argument checks
  * and small helpers the binding files share. */
+#include <stdarg.h>
 #include <string.h>
 #include <time.h>
 
@@ -36,18 +37,54 @@ bool lt_library_source(const char *src)
 int lt_raise(lua_State *L)
 {
     const char *msg = dp_last_error();
-    lua_Debug ar;
-    bool where = false;
-    for (int level = 1; !where && lua_getstack(L, level, &ar); level++) {
-        if (!lua_getinfo(L, "Sl", &ar) || *ar.what == 'C' || lt_library_source(ar.source)) continue;
-        if (ar.currentline <= 0) break;
-        lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
-        where = true;
-    }
-    if (!where) lua_pushliteral(L, "");
+    lt_where(L);
     lua_pushstring(L, msg && *msg ? msg : "unknown error in the dplua engine");
     lua_concat(L, 2);
     return lua_error(L);
+}
+
+void lt_where(lua_State *L)
+{
+    lua_Debug ar;
+    for (int level = 1; lua_getstack(L, level, &ar); level++) {
+        if (!lua_getinfo(L, "Sl", &ar) || *ar.what == 'C' || lt_library_source(ar.source)) continue;
+        if (ar.currentline <= 0) break;
+        lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+        return;
+    }
+    lua_pushliteral(L, "");
+}
+
+int lt_error(lua_State *L, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    lt_where(L);
+    lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    lua_concat(L, 2);
+    return lua_error(L);
+}
+
+/* luaL_argerror's message ("bad argument #N to 'f' (...)"), at the caller's line as lt_error */
+int lt_argerror(lua_State *L, int arg, const char *extramsg)
+{
+    lua_Debug ar;
+    if (!lua_getstack(L, 0, &ar))
+        return lt_error(L, "bad argument #%d (%s)", arg, extramsg);
+    lua_getinfo(L, "n", &ar);
+    if (ar.namewhat && strcmp(ar.namewhat, "method") == 0 && --arg == 0)
+        return lt_error(L, "calling '%s' on bad self (%s)", ar.name ? ar.name : "?", extramsg);
+    return lt_error(L, "bad argument #%d to '%s' (%s)", arg, ar.name ? ar.name : "?", extramsg);
+}
+
+int lt_typeerror(lua_State *L, int arg, const char *tname)
+{
+    const char *typearg;
+    if (luaL_getmetafield(L, arg, "__name") == LUA_TSTRING) typearg = lua_tostring(L, -1);
+    else if (lua_type(L, arg) == LUA_TLIGHTUSERDATA) typearg = "light userdata";
+    else typearg = luaL_typename(L, arg);
+    return lt_argerror(L, arg, lua_pushfstring(L, "%s expected, got %s", tname, typearg));
 }
 
 /* The tensor metatable is also kept in the registry under this address: looking it up by
@@ -108,7 +145,7 @@ dp_tensor *lt_test(lua_State *L, int idx)
 {
     dp_tensor **p = lt_slot(L, idx);
     if (p && !*p)
-        luaL_argerror(L, idx, "the tensor was closed");
+        lt_argerror(L, idx, "the tensor was closed");
     return p ? *p : NULL;
 }
 
@@ -116,11 +153,11 @@ dp_tensor *lt_check(lua_State *L, int idx)
 {
     dp_tensor **p = lt_slot(L, idx);
     if (!p && idx == 1 && lua_isnone(L, 1))   /* x.size() for x:size() */
-        luaL_argerror(L, 1, "a tensor expected, got no value (call methods with a colon: x:size(), not x.size())");
+        lt_argerror(L, 1, "a tensor expected, got no value (call methods with a colon: x:size(), not x.size())");
     if (!p)
-        luaL_typeerror(L, idx, DPLUA_TENSOR_MT);
+        lt_typeerror(L, idx, DPLUA_TENSOR_MT);
     if (!*p)
-        luaL_argerror(L, idx, "the tensor was closed");
+        lt_argerror(L, idx, "the tensor was closed");
     return *p;
 }
 
@@ -202,13 +239,13 @@ dp_device lt_check_device(lua_State *L, int idx)
     switch (lua_type(L, idx)) {
     case LUA_TSTRING:
         if (dp_device_parse(lua_tostring(L, idx), &d) != 0)
-            luaL_argerror(L, idx, dp_last_error());
+            lt_argerror(L, idx, dp_last_error());
         return d;
     case LUA_TNUMBER: {
         int isint;
         lua_Integer i = lua_tointegerx(L, idx, &isint);
         if (!isint || i < 0 || i > 1 << 20)
-            luaL_argerror(L, idx, lua_pushfstring(L, "a CUDA ordinal must be a non-negative "
+            lt_argerror(L, idx, lua_pushfstring(L, "a CUDA ordinal must be a non-negative "
                                                      "integer, got %s", luaL_tolstring(L, idx, NULL)));
         d.type = DP_DEVICE_CUDA;
         d.index = (int)i;
@@ -217,7 +254,7 @@ dp_device lt_check_device(lua_State *L, int idx)
     default: {
         dp_device *p = luaL_testudata(L, idx, DPLUA_DEVICE_MT);
         if (!p)
-            luaL_typeerror(L, idx, "device (a string, a torch.device or a CUDA ordinal)");
+            lt_typeerror(L, idx, "device (a string, a torch.device or a CUDA ordinal)");
         return *p;
     }
     }
@@ -233,9 +270,10 @@ void lt_push_device(lua_State *L, dp_device d)
 dp_dtype lt_check_dtype(lua_State *L, int idx)
 {
     dp_dtype dt;
-    const char *s = luaL_checkstring(L, idx);
+    if (lua_type(L, idx) != LUA_TSTRING) lt_typeerror(L, idx, "string");
+    const char *s = lua_tostring(L, idx);
     if (dp_dtype_parse(s, &dt) != 0)
-        luaL_argerror(L, idx, lua_pushfstring(L, "unknown dtype '%s' (expected float32, float64, "
+        lt_argerror(L, idx, lua_pushfstring(L, "unknown dtype '%s' (expected float32, float64, "
                                                  "float16, bfloat16, int64 or bool)", s));
     return dt;
 }
@@ -248,9 +286,9 @@ int lt_checkdim(lua_State *L, int arg, int ndim, int extra)
     int isint;
     lua_Integer d = lua_tointegerx(L, arg, &isint);
     if (!isint)
-        luaL_typeerror(L, arg, "integer dimension");
+        lt_typeerror(L, arg, "integer dimension");
     if (d == 0 || d > n || d < -n)
-        luaL_argerror(L, arg, lua_pushfstring(L, "dimension %d is out of range for a %d-D tensor "
+        lt_argerror(L, arg, lua_pushfstring(L, "dimension %d is out of range for a %d-D tensor "
                                                  "(expected 1 to %d, or -%d to -1)",
                                               (int)d, ndim, n, n));
     return d > 0 ? (int)d - 1 : n + (int)d;
@@ -266,10 +304,10 @@ int64_t lt_checkposition(lua_State *L, int arg, const dp_tensor *t, int dim)
     int isint;
     lua_Integer i = lua_tointegerx(L, arg, &isint);
     if (!isint)
-        luaL_typeerror(L, arg, "integer index");
+        lt_typeerror(L, arg, "integer index");
     int64_t n = t->sizes[dim];
     if (i == 0 || i > n || i < -n)
-        luaL_error(L, "index %I is out of range for dimension %d with size %I", (lua_Integer)i, dim + 1,
+        lt_error(L, "index %I is out of range for dimension %d with size %I", (lua_Integer)i, dim + 1,
                    (lua_Integer)n);
     return i > 0 ? i - 1 : n + i;
 }
@@ -280,7 +318,7 @@ int64_t lt_checksize_entry(lua_State *L, int arg, int pos, bool allow_neg)
     lua_Integer v = lua_tointegerx(L, -1, &isint);
     if (!isint || v < (allow_neg ? -1 : 0)) {
         const char *got = luaL_tolstring(L, -1, NULL);
-        luaL_argerror(L, arg, pos ? lua_pushfstring(L, "size %d must be a %s integer, got %s", pos,
+        lt_argerror(L, arg, pos ? lua_pushfstring(L, "size %d must be a %s integer, got %s", pos,
                                                     allow_neg ? "positive (or -1)" : "non-negative", got)
                                   : lua_pushfstring(L, "sizes must be %s integers, got %s",
                                                     allow_neg ? "positive (or -1)" : "non-negative", got));
@@ -312,7 +350,7 @@ int lt_checksizes(lua_State *L, int first, int64_t *sizes, int *next, bool allow
     if (lua_type(L, first) == LUA_TTABLE && !is_opts_table(L, first)) {
         lua_Integer len = luaL_len(L, first);
         if (len > DP_MAX_DIMS)
-            luaL_argerror(L, first, lua_pushfstring(L, "%d sizes given, at most %d dimensions are "
+            lt_argerror(L, first, lua_pushfstring(L, "%d sizes given, at most %d dimensions are "
                                                        "supported", (int)len, DP_MAX_DIMS));
         for (n = 0; n < len; n++) {
             lua_geti(L, first, n + 1);
@@ -324,7 +362,7 @@ int lt_checksizes(lua_State *L, int first, int64_t *sizes, int *next, bool allow
     int i = first;
     for (; lua_type(L, i) == LUA_TNUMBER; i++, n++) {
         if (n == DP_MAX_DIMS)
-            luaL_argerror(L, i, lua_pushfstring(L, "at most %d dimensions are supported", DP_MAX_DIMS));
+            lt_argerror(L, i, lua_pushfstring(L, "at most %d dimensions are supported", DP_MAX_DIMS));
         lua_pushvalue(L, i);
         sizes[n] = lt_checksize_entry(L, i, 0, allow_neg);
     }
@@ -337,7 +375,7 @@ double lt_checkscalar(lua_State *L, int arg)
     if (lua_isboolean(L, arg))
         return lua_toboolean(L, arg);
     if (lua_type(L, arg) != LUA_TNUMBER)
-        luaL_typeerror(L, arg, "tensor or number");
+        lt_typeerror(L, arg, "tensor or number");
     return lua_tonumber(L, arg);
 }
 
@@ -347,7 +385,7 @@ bool lt_optbool(lua_State *L, int arg, bool def)
     if (ty == LUA_TNONE || ty == LUA_TNIL)
         return def;
     if (ty != LUA_TBOOLEAN)
-        luaL_typeerror(L, arg, "boolean");
+        lt_typeerror(L, arg, "boolean");
     return lua_toboolean(L, arg);
 }
 
@@ -357,7 +395,7 @@ bool lt_optfield_bool(lua_State *L, int idx, const char *k, bool def)
         return def;
     int ty = lua_getfield(L, idx, k);
     if (ty != LUA_TNIL && ty != LUA_TBOOLEAN) {
-        luaL_error(L, "option %s must be a boolean, got %s", k, luaL_typename(L, -1));
+        lt_error(L, "option %s must be a boolean, got %s", k, luaL_typename(L, -1));
     }
     bool v = ty == LUA_TNIL ? def : lua_toboolean(L, -1);
     lua_pop(L, 1);
@@ -370,7 +408,7 @@ double lt_optfield_number(lua_State *L, int idx, const char *k, double def)
         return def;
     int ty = lua_getfield(L, idx, k);
     if (ty != LUA_TNIL && ty != LUA_TNUMBER)
-        luaL_error(L, "option '%s' must be a number, got %s", k, luaL_typename(L, -1));
+        lt_error(L, "option '%s' must be a number, got %s", k, luaL_typename(L, -1));
     double v = ty == LUA_TNIL ? def : lua_tonumber(L, -1);
     lua_pop(L, 1);
     return v;
@@ -385,7 +423,7 @@ dp_tensor *lt_checkindex(lua_State *L, int arg, int64_t size, int dim, dp_device
     int64_t *buf;
     if (t) {
         if (t->dtype != DP_INT64 || t->ndim > 1)
-            luaL_argerror(L, arg, lua_pushfstring(L, "%s must be a 1-D int64 tensor, got a %d-D %s tensor",
+            lt_argerror(L, arg, lua_pushfstring(L, "%s must be a 1-D int64 tensor, got a %d-D %s tensor",
                                                   what, t->ndim, dp_dtype_name(t->dtype)));
         n = dp_numel(t);
         dev = t->device;
@@ -401,18 +439,18 @@ dp_tensor *lt_checkindex(lua_State *L, int arg, int64_t size, int dim, dp_device
             int isint;
             buf[i] = lua_tointegerx(L, -1, &isint);
             if (!isint)
-                luaL_argerror(L, arg, lua_pushfstring(L, "%s at position %d must be an integer, got %s",
+                lt_argerror(L, arg, lua_pushfstring(L, "%s at position %d must be an integer, got %s",
                                                       what, (int)i + 1, luaL_tolstring(L, -1, NULL)));
             lua_pop(L, 1);
         }
     }
     for (int64_t i = 0; i < n; i++) {
         if ((buf[i] < 1 || buf[i] > size) && dim > 0)
-            luaL_argerror(L, arg, lua_pushfstring(L, "%s %I (at position %I) is out of range for dimension %d with size %I",
+            lt_argerror(L, arg, lua_pushfstring(L, "%s %I (at position %I) is out of range for dimension %d with size %I",
                                                   what, (lua_Integer)buf[i], (lua_Integer)i + 1, dim,
                                                   (lua_Integer)size));
         if (buf[i] < 1 || buf[i] > size)
-            luaL_argerror(L, arg, lua_pushfstring(L, "%s %I at position %I is out of range (expected 1 to %I)",
+            lt_argerror(L, arg, lua_pushfstring(L, "%s %I at position %I is out of range (expected 1 to %I)",
                                                   what, (lua_Integer)buf[i], (lua_Integer)i + 1,
                                                   (lua_Integer)size));
         buf[i] -= 1;

@@ -17,6 +17,13 @@
 
 /* Raises dp_last_error() as a Lua error (never returns). */
 int lt_raise(lua_State *L);
+/* Pushes "file:line: " of the first caller outside the library (dplua's own Lua files and C
+ * functions are skipped, so an error points at the program's line), or "". */
+void lt_where(lua_State *L);
+/* luaL_error, luaL_argerror and luaL_typeerror at that position (never return). */
+int lt_error(lua_State *L, const char *fmt, ...);
+int lt_argerror(lua_State *L, int arg, const char *extramsg);
+int lt_typeerror(lua_State *L, int arg, const char *tname);
 /* whether a chunk name (ar.source) is one of dplua's own Lua files; the folder they are
  * named after when found on disk (an absolute path ending in '/'; kept, not copied) */
 bool lt_library_source(const char *src);
