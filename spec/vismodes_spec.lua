@@ -1,0 +1,119 @@
+-- The interpolation modes (bicubic, area, nearest-exact, 3-D nearest and trilinear), the
+-- convolutions' padding modes and the 3-D layers against PyTorch 1.13: values and float64
+-- gradients from spec/fixtures/vismodes.lua (written by spec/fixtures/make_vismodes.py),
+-- float32 to a looser tolerance, and the errors of bad arguments.
+local torch = require 'torch'
+local nn = require 'nn'
+local F = nn.functional
+local check = dofile('spec/helpers/check.lua')
+
+local here = debug.getinfo(1, 'S').source:gsub('^@', ''):match('(.*)/') or '.'
+local fx = dofile(here .. '/fixtures/vismodes.lua')
+
+local inputs = {}
+for _, e in ipairs(fx.inputs) do inputs[e.name] = e.value end
+
+local function T(v, dtype) return torch.tensor(v, { dtype = dtype or 'float64' }) end
+
+local function assert_close(got, want, what, tol)
+  tol = tol or 1e-10
+  if not torch.is_tensor(want) then want = T(want, got.dtype) end
+  assert.are.equal(tostring(want:size()), tostring(got:size()), what .. ': shapes differ')
+  local g, w = got:to('cpu'), want:to('cpu'):to(got.dtype)
+  if not torch.allclose(g, w, tol, tol) then
+    error(('%s: values differ (max |got - want| = %g)'):format(what, (g - w):abs():max():item()), 2)
+  end
+end
+
+-- the output's gradient the generator used: sin(0.7 k + 0.3) at flat position k (from 0)
+local function gout_for(y)
+  return (torch.arange(y:numel(), { dtype = 'float64' }) * 0.7 + 0.3):sin():reshape(y:size()):to(y.dtype)
+end
+
+local function show(v)
+  if type(v) ~= 'table' then return tostring(v) end
+  local parts = {}
+  for i, x in ipairs(v) do parts[i] = tostring(x) end
+  return '{' .. table.concat(parts, ',') .. '}'
+end
+
+local function describe_case(c)
+  local parts = {}
+  for k, v in pairs(c.opts or {}) do parts[#parts + 1] = k .. '=' .. show(v) end
+  table.sort(parts)
+  return ('%s(%s: %s)'):format(c.fn, c.input, table.concat(parts, ' '))
+end
+
+-- replays case c in dtype: f(x [, weight, bias]) -> output; compares the output and the
+-- gradients of sum(output * gout)
+local function replay(c, f, dtype, tol, params)
+  local x = T(inputs[c.input], dtype):requires_grad_(true)
+  local out = f(x)
+  local what = describe_case(c)
+  assert_close(out, c.out, what .. ' output', tol)
+  ;(out * gout_for(out)):sum():backward()
+  assert_close(x.grad, c.grad, what .. ' input gradient', tol)
+  for name, p in pairs(params or {}) do
+    assert_close(p.grad, c['grad_' .. name], what .. ' ' .. name .. ' gradient', tol)
+  end
+end
+
+local function interp_call(c)
+  if c.fn == 'Upsample' then return nn.Upsample(c.opts) end
+  return function(x) return F.interpolate(x, c.opts) end
+end
+
+describe('interpolate modes match PyTorch 1.13', function()
+  it('bicubic, area, nearest-exact, 3-D nearest and trilinear, and nn.Upsample: values and float64 gradients', function()
+    for _, c in ipairs(fx.interp) do replay(c, interp_call(c), 'float64') end
+  end)
+
+  it('in float32', function()
+    for _, c in ipairs(fx.interp) do replay(c, interp_call(c), 'float32', 2e-5) end
+  end)
+
+  it('shows nn.Upsample as PyTorch does', function()
+    local n = 0
+    for _, c in ipairs(fx.interp) do
+      if c.repr then
+        assert.are.equal(c.repr, tostring(nn.Upsample(c.opts)))
+        n = n + 1
+      end
+    end
+    assert.are.equal(5, n)
+  end)
+
+  it('takes PyTorch\'s positional arguments (size, scale_factor, mode, align_corners)', function()
+    local x = T(inputs.x2)
+    assert.is_true(torch.equal(F.interpolate(x, { 7, 8 }, nil, 'bicubic', true),
+                               F.interpolate(x, { size = { 7, 8 }, mode = 'bicubic', align_corners = true })))
+    assert.is_true(torch.equal(F.interpolate(x, nil, 0.5, 'area'), F.adaptive_avg_pool2d(x, { 2, 3 })))
+  end)
+
+  it('passes gradcheck in float64', function()
+    local x = torch.randn(1, 2, 3, 4, { dtype = 'float64' }):requires_grad_(true)
+    assert.is_true(torch.autograd.gradcheck(function(t)
+      return F.interpolate(t, { size = { 5, 3 }, mode = 'bicubic' }) end, x))
+    local x3 = torch.randn(1, 1, 2, 3, 4, { dtype = 'float64' }):requires_grad_(true)
+    assert.is_true(torch.autograd.gradcheck(function(t)
+      return F.interpolate(t, { size = { 3, 2, 5 }, mode = 'trilinear', align_corners = true }) end, x3))
+    assert.is_true(torch.autograd.gradcheck(function(t)
+      return F.interpolate(t, { size = { 2, 2, 3 }, mode = 'area' }) end, x3))
+  end)
+
+  it('rejects bad modes, dims and options with clear errors', function()
+    local x1, x2, x3 = torch.zeros(1, 1, 4), torch.zeros(1, 1, 4, 4), torch.zeros(1, 1, 2, 4, 4)
+    check.expect_error(function() F.interpolate(x2, { size = 3, mode = 'cubic' }) end, 'interpolate', 'mode', 'cubic')
+    check.expect_error(function() F.interpolate(x1, { size = 3, mode = 'bicubic' }) end, "mode 'bicubic'", '4-D',
+      '[1, 1, 4]')
+    check.expect_error(function() F.interpolate(x3, { size = 3, mode = 'bilinear' }) end, "mode 'bilinear'", '4-D')
+    check.expect_error(function() F.interpolate(x2, { size = 3, mode = 'trilinear' }) end, "mode 'trilinear'", '5-D')
+    check.expect_error(function() F.interpolate(torch.zeros(1, 4), { size = 3 }) end, '3-D, 4-D or 5-D', '[1, 4]')
+    check.expect_error(function() F.interpolate(x3, { size = 3, mode = 'area', align_corners = true }) end,
+      'align_corners', 'bicubic')
+    check.expect_error(function() F.interpolate(x3, { scale_factor = { 2, 2 } }) end, 'scale_factor', 'table of 3')
+    check.expect_error(function() F.interpolate(x3, { size = { 2, 2 } }) end, 'size', 'table of 3')
+    check.expect_error(function() F.interpolate(x2, { scale_factor = 0.1, mode = 'area' }) end, 'output size', '0')
+    check.expect_error(function() nn.Upsample({ scale_factor = 2, mode = 'bicubic' })(x1) end, "mode 'bicubic'")
+  end)
+end)
