@@ -117,3 +117,56 @@ describe('interpolate modes match PyTorch 1.13', function()
     check.expect_error(function() nn.Upsample({ scale_factor = 2, mode = 'bicubic' })(x1) end, "mode 'bicubic'")
   end)
 end)
+
+-- the case's layer in dtype with PyTorch's weight and bias
+local function conv_layer(c, dtype)
+  local o = {}
+  for k, v in pairs(c.opts) do o[k] = v end
+  o.dtype = dtype
+  local m = nn[c.cls](4, c.out_channels, c.kernel, o)
+  torch.no_grad(function()
+    m.weight:copy_(T(c.weight, dtype))
+    if c.bias then m.bias:copy_(T(c.bias, dtype)) end
+  end)
+  return m
+end
+
+describe('convolution padding modes match PyTorch 1.13', function()
+  it("nn.Conv1d / Conv2d with padding_mode 'zeros', 'reflect', 'replicate', 'circular': values and float64 gradients", function()
+    for _, c in ipairs(fx.conv) do
+      local m = conv_layer(c, 'float64')
+      replay(c, m, 'float64', 1e-10, { weight = m.weight, bias = m.bias })
+    end
+  end)
+
+  it('in float32', function()
+    for _, c in ipairs(fx.conv) do
+      local m = conv_layer(c, 'float32')
+      replay(c, m, 'float32', 1e-4, { weight = m.weight, bias = m.bias })
+    end
+  end)
+
+  it('prints as PyTorch', function()
+    for _, c in ipairs(fx.conv) do assert.are.equal(c.repr, tostring(conv_layer(c, 'float64'))) end
+  end)
+
+  it('pads an unbatched input as the batched one (circular too, which PyTorch 1.13 refuses there)', function()
+    local x = T(inputs.c2u)
+    for _, mode in ipairs { 'reflect', 'replicate', 'circular' } do
+      local m = nn.Conv2d(4, 3, 3, { padding = { 1, 2 }, padding_mode = mode, dtype = 'float64' })
+      assert_close(m(x), m(x:unsqueeze(1)):squeeze(1), mode)
+      -- against the padding written out: F.pad in that mode, then no padding
+      local want = F.conv2d(F.pad(x:unsqueeze(1), { 2, 2, 1, 1 }, mode), m.weight, m.bias)
+      assert_close(m(x:unsqueeze(1)), want, mode .. ' as F.pad then conv2d')
+    end
+  end)
+
+  it('rejects bad padding modes and pads that do not fit', function()
+    check.expect_error(function() nn.Conv1d(1, 1, 3, { padding_mode = 'reflection' }) end, 'nn.Conv1d', 'padding_mode',
+      'reflection')
+    check.expect_error(function() nn.ConvTranspose1d(1, 1, 3, { padding_mode = 'circular' }) end, "only padding_mode 'zeros'")
+    local m = nn.Conv2d(1, 1, 3, { padding = 2, padding_mode = 'reflect' })
+    check.expect_error(function() m(torch.zeros(1, 1, 2, 5)) end, 'pad', 'padding size should be less than')
+    check.expect_error(function() m('x') end, 'nn.Conv2d', 'input')
+  end)
+end)

@@ -134,6 +134,7 @@ end
 
 -- The constructor of every convolution layer: nd spatial dims, transposed or not.
 -- PyTorch's positional arguments after kernel_size, in its order
+local PADDING_MODES = { zeros = true, reflect = true, replicate = true, circular = true }
 local POSITIONAL = { 'stride', 'padding', 'dilation', 'groups', 'bias', 'padding_mode' }
 local POSITIONAL_TRANSPOSED = { 'stride', 'padding', 'output_padding', 'groups', 'bias', 'dilation', 'padding_mode' }
 
@@ -170,8 +171,13 @@ function ConvNd:__init(who, nd, transposed, in_channels, out_channels, kernel_si
   if out_channels % o.groups ~= 0 then
     utils.error(('%s: out_channels must be divisible by groups (%d and %d)'):format(who, out_channels, o.groups))
   end
-  if o.padding_mode ~= 'zeros' then
-    utils.error(("%s: padding_mode '%s' is not supported (only 'zeros' is)"):format(who, tostring(o.padding_mode)))
+  if not PADDING_MODES[o.padding_mode] then
+    utils.error(("%s: padding_mode must be one of 'zeros', 'reflect', 'replicate', 'circular', but got %s")
+      :format(who, tostring(o.padding_mode)))
+  end
+  if transposed and o.padding_mode ~= 'zeros' then
+    utils.error(("%s: only padding_mode 'zeros' is supported for the transposed convolutions, got '%s'")
+      :format(who, o.padding_mode))
   end
   self.in_channels, self.out_channels, self.groups = in_channels, out_channels, o.groups
   self.kernel_size = tuple(who, 'kernel_size', kernel_size, nd)
@@ -180,7 +186,14 @@ function ConvNd:__init(who, nd, transposed, in_channels, out_channels, kernel_si
   if transposed and type(o.padding) == 'string' then
     utils.error(('%s: padding must be an integer or a table of %d integers, got %s'):format(who, nd, o.padding))
   end
-  padding(who, o.padding, nd, self.kernel_size, self.stride, self.dilation)   -- checks it
+  local lo, hi = padding(who, o.padding, nd, self.kernel_size, self.stride, self.dilation)   -- checks it
+  -- F.pad's (left, right) pairs from the last dim backwards, for the padding modes other
+  -- than 'zeros' (PyTorch's _reversed_padding_repeated_twice)
+  self._reversed_padding_repeated_twice = {}
+  for d = nd, 1, -1 do
+    local t = self._reversed_padding_repeated_twice
+    t[#t + 1], t[#t + 2] = lo[d], hi[d]
+  end
   self.padding = type(o.padding) == 'string' and o.padding or tuple(who, 'padding', o.padding, nd)
   self.output_padding = tuple(who, 'output_padding', o.output_padding or 0, nd)
   self.transposed, self.padding_mode, self._nd = transposed, o.padding_mode, nd
@@ -210,9 +223,17 @@ function ConvNd:_conv_opts()
   return o
 end
 
+-- With a padding_mode other than 'zeros', as PyTorch: the input padded by F.pad in that
+-- mode ('reflect', 'replicate' or 'circular'), then convolved without padding.
 function ConvNd:forward(x)
   local f = M.functional[(self.transposed and 'conv_transpose%dd' or 'conv%dd'):format(self._nd)]
-  return f(x, self.weight, self.bias, self:_conv_opts())
+  local opts = self:_conv_opts()
+  if self.padding_mode ~= 'zeros' then
+    utils.check_tensor(torch.typename(self), x, 'input')
+    x = require('nn.functional').pad(x, self._reversed_padding_repeated_twice, self.padding_mode)
+    opts.padding = 0
+  end
+  return f(x, self.weight, self.bias, opts)
 end
 
 function ConvNd:extra_repr()
@@ -224,6 +245,7 @@ function ConvNd:extra_repr()
   if not all(self.output_padding, 0) then s = s .. ', output_padding=' .. pytuple(self.output_padding) end
   if self.groups ~= 1 then s = s .. ', groups=' .. self.groups end
   if self.bias == nil then s = s .. ', bias=False' end
+  if self.padding_mode ~= 'zeros' then s = s .. ', padding_mode=' .. self.padding_mode end
   return s
 end
 
