@@ -170,3 +170,126 @@ describe('convolution padding modes match PyTorch 1.13', function()
     check.expect_error(function() m('x') end, 'nn.Conv2d', 'input')
   end)
 end)
+
+-- the case's call in dtype: f(x) -> output [, indices], and the weight and bias it uses
+local function three_d_call(c, dtype)
+  local o = c.opts
+  if c.fn == 'conv3d' or c.fn == 'conv_transpose3d' then
+    local w = T(c.weight, dtype):requires_grad_(true)
+    local b = c.bias and T(c.bias, dtype):requires_grad_(true) or nil
+    return function(x) return F[c.fn](x, w, b, o) end, { weight = w, bias = b }
+  elseif c.fn == 'adaptive_avg_pool3d' then
+    return function(x) return F.adaptive_avg_pool3d(x, o.output_size) end
+  end
+  local rest = {}
+  for k, v in pairs(o) do if k ~= 'kernel_size' then rest[k] = v end end
+  if c.fn == 'max_pool3d' then rest.return_indices = true end
+  return function(x) return F[c.fn](x, o.kernel_size, rest) end
+end
+
+describe('3-D layers match PyTorch 1.13', function()
+  it('conv3d, conv_transpose3d, max_pool3d (with indices), avg_pool3d, adaptive_avg_pool3d: values and float64 gradients', function()
+    for _, c in ipairs(fx.three_d) do
+      local f, params = three_d_call(c, 'float64')
+      local indices
+      replay(c, function(x)
+        local y, i = f(x)
+        indices = i
+        return y
+      end, 'float64', 1e-10, params)
+      if c.indices then
+        assert.is_true(torch.equal(indices, torch.tensor(c.indices, { dtype = 'int64' })), describe_case(c) .. ' indices')
+      end
+    end
+  end)
+
+  it('in float32', function()
+    for _, c in ipairs(fx.three_d) do
+      local f, params = three_d_call(c, 'float32')
+      replay(c, function(x) return (f(x)) end, 'float32', 1e-4, params)
+    end
+  end)
+
+  it('as layers: nn.Conv3d, nn.ConvTranspose3d, nn.MaxPool3d, nn.AvgPool3d, nn.AdaptiveAvgPool3d', function()
+    local x = T(inputs.v)
+    local conv = nn.Conv3d(4, 2, { 2, 3, 2 }, { stride = { 1, 2, 1 }, padding = 1, dtype = 'float64' })
+    assert.are.same({ 2, 4, 2, 3, 2 }, check.shape_of(conv.weight))
+    assert_close(conv(x), F.conv3d(x, conv.weight, conv.bias, { stride = { 1, 2, 1 }, padding = 1 }), 'Conv3d')
+    assert.are.equal('Conv3d(4, 2, kernel_size=(2, 3, 2), stride=(1, 2, 1), padding=(1, 1, 1))', tostring(conv))
+    local up = nn.ConvTranspose3d(4, 2, 3, { stride = 2, padding = 1, output_padding = 1, dtype = 'float64' })
+    assert.are.same({ 4, 2, 3, 3, 3 }, check.shape_of(up.weight))
+    assert.are.same({ 1, 2, 6, 8, 10 }, check.shape_of(up(x)))
+    assert.is_true(torch.equal(nn.MaxPool3d(2, { stride = 1 })(x), F.max_pool3d(x, 2, { stride = 1 })))
+    assert.is_true(torch.equal(nn.AvgPool3d(2, 1, { count_include_pad = false, padding = 1 })(x),
+                               F.avg_pool3d(x, 2, { stride = 1, count_include_pad = false, padding = 1 })))
+    assert.is_true(torch.equal(nn.AdaptiveAvgPool3d({ 2, false, 3 })(x), F.adaptive_avg_pool3d(x, { 2, 4, 3 })))
+    assert.are.equal('AdaptiveAvgPool3d(output_size=(2, None, 3))', tostring(nn.AdaptiveAvgPool3d({ 2, false, 3 })))
+    assert.are.equal('MaxPool3d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=false)', tostring(nn.MaxPool3d(2)))
+  end)
+
+  it('conv3d against a naive sum over the kernel', function()
+    local x = torch.randn(1, 2, 3, 4, 3, { dtype = 'float64' })
+    local w = torch.randn(2, 2, 2, 2, 2, { dtype = 'float64' })
+    local y = F.conv3d(x, w):tolist()
+    local xv, wv = x:tolist(), w:tolist()
+    for o = 1, 2 do
+      for d = 1, 2 do for h = 1, 3 do for ww = 1, 2 do
+        local s = 0
+        for ci = 1, 2 do for a = 1, 2 do for b = 1, 2 do for e = 1, 2 do
+          s = s + xv[1][ci][d + a - 1][h + b - 1][ww + e - 1] * wv[o][ci][a][b][e]
+        end end end end
+        assert.is_true(math.abs(y[1][o][d][h][ww] - s) < 1e-12)
+      end end end
+    end
+  end)
+
+  it('passes gradcheck in float64', function()
+    local x = torch.randn(1, 2, 3, 3, 4, { dtype = 'float64' }):requires_grad_(true)
+    local w = torch.randn(2, 1, 2, 2, 2, { dtype = 'float64' }):requires_grad_(true)
+    assert.is_true(torch.autograd.gradcheck(function(a, b) return F.conv3d(a, b, nil, { padding = 1, groups = 2 }) end, { x, w }))
+    local wt = torch.randn(2, 2, 2, 1, 2, { dtype = 'float64' }):requires_grad_(true)
+    assert.is_true(torch.autograd.gradcheck(function(a, b)
+      return F.conv_transpose3d(a, b, nil, { stride = 2, padding = { 1, 0, 0 } }) end, { x, wt }))
+    assert.is_true(torch.autograd.gradcheck(function(a) return F.avg_pool3d(a, 2, { stride = 1, padding = 1 }) end, x))
+    assert.is_true(torch.autograd.gradcheck(function(a) return F.max_pool3d(a, 2, { stride = 1 }) end, x))
+  end)
+
+  it('nn.BatchNorm3d: training steps, running statistics and eval', function()
+    local r = fx.batchnorm3d[1]
+    local m = nn.BatchNorm3d(3, { momentum = 0.2, dtype = 'float64' })
+    torch.no_grad(function() m.weight:copy_(T(r.weight)); m.bias:copy_(T(r.bias)) end)
+    for i, step in ipairs(r.steps) do
+      m:zero_grad()
+      local x = T(step.input):requires_grad_(true)
+      local y = m(x)
+      assert_close(y, step.out, 'step ' .. i .. ' output')
+      ;(y * gout_for(y)):sum():backward()
+      assert_close(x.grad, step.grad, 'step ' .. i .. ' input gradient')
+      assert_close(m.weight.grad, step.grad_weight, 'step ' .. i .. ' weight gradient')
+      assert_close(m.bias.grad, step.grad_bias, 'step ' .. i .. ' bias gradient')
+      assert_close(m.running_mean, step.running_mean, 'step ' .. i .. ' running_mean')
+      assert_close(m.running_var, step.running_var, 'step ' .. i .. ' running_var')
+    end
+    m:eval()
+    assert_close(m(T(r.eval_input)), r.eval_out, 'eval output')
+    check.expect_error(function() m(torch.zeros(2, 3, 4, 4, { dtype = 'float64' })) end, 'BatchNorm3d', '5D', '[2, 3, 4, 4]')
+  end)
+
+  it('rejects bad 3-D arguments with clear errors', function()
+    local x = torch.zeros(1, 2, 3, 4, 4)
+    check.expect_error(function() F.conv3d(torch.zeros(2, 3, 4), torch.zeros(1, 2, 1, 1, 1)) end, 'conv3d', '5-D', '[2, 3, 4]')
+    check.expect_error(function() F.conv3d(x, torch.zeros(1, 3, 1, 1, 1)) end, 'conv3d', 'expected input', '3 channels',
+      'got 2 channels')
+    check.expect_error(function() F.conv3d(x, torch.zeros(1, 2, 4, 1, 1)) end, 'conv3d', 'depth')
+    check.expect_error(function() F.conv3d(x, torch.zeros(1, 2, 1, 1)) end, 'conv3d', '5D weight')
+    check.expect_error(function() F.conv3d(x, torch.zeros(1, 2, 1, 1, 1), torch.zeros(2)) end, 'conv3d', 'bias')
+    check.expect_error(function() F.conv_transpose3d(x, torch.zeros(2, 1, 2, 2, 2), nil, { output_padding = { 2, 0, 0 } }) end,
+      'conv_transpose3d', 'output padding')
+    check.expect_error(function() F.max_pool3d(torch.zeros(3, 4, 4), 2) end, 'max_pool3d', '4-D or 5-D')
+    check.expect_error(function() F.max_pool3d(x, 2, { padding = 2 }) end, 'max_pool3d', 'pad should be at most half')
+    check.expect_error(function() F.avg_pool3d(x, { 2, 2 }) end, 'avg_pool3d', 'kernel_size', 'table of 3')
+    check.expect_error(function() F.avg_pool3d(x, 2, { divisor_override = 0 }) end, 'divisor_override')
+    check.expect_error(function() F.max_pool3d(torch.zeros(1, 1, 0, 4, 4), 2) end, 'non-zero depth')
+    check.expect_error(function() F.adaptive_avg_pool3d(x, { 1, 2 }) end, 'adaptive_avg_pool3d', 'output_size')
+  end)
+end)

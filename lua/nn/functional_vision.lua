@@ -179,6 +179,97 @@ function F.adaptive_max_pool2d(x, output_size, return_indices)
   return C.pool2d(x, 'max', true, oh, ow, 1, 1, 0, 0, 1, 1, false, false, 0, return_indices and true or false)
 end
 
+-- The 3-D pools.  The engine's pool is 2-D; a window of a 3-D pool is a box, and the maximum
+-- and the mean over a box (PyTorch's divisor is the product of the clipped extents along
+-- each dim) are separable: first a 2-D pool over H, W of every depth slice, then a 2-D
+-- pool of [N * C, D, Ho * Wo] along D only (a kernel of width 1).  Two passes, each as fast
+-- as a 2-D pool; autograd chains their backwards.
+
+-- x as [lead, D, H, W] (lead = N * C, or C unbatched) and the sizes before D
+local function split_3d(x)
+  local dims, lead, shape = x:dim(), 1, {}
+  for i = 1, dims - 3 do lead = lead * x:size(i); shape[i] = x:size(i) end
+  return lead, x:size(dims - 2), x:size(dims - 1), x:size(dims), shape
+end
+
+local function pool3d_sizes(who, o, with_dilation)
+  local kd, kh, kw = pair(who, 'kernel_size', pool_size(o.kernel_size, 3), 3)
+  local sd, sh, sw = kd, kh, kw
+  local stride = pool_size(o.stride, 3, false)
+  if stride then sd, sh, sw = pair(who, 'stride', stride, 3) end
+  local pd, ph, pw = pair(who, 'padding', pool_size(o.padding, 3, 0), 3, true)
+  local dd, dh, dw = 1, 1, 1
+  if with_dilation then dd, dh, dw = pair(who, 'dilation', pool_size(o.dilation, 3, 1), 3) end
+  for _, v in ipairs { { kd, pd, 'depth' }, { kh, ph, 'height' }, { kw, pw, 'width' } } do
+    if v[2] > v[1] // 2 then
+      utils.error(('%s: pad should be at most half of kernel size, but got pad=%d and kernel_size=%d (%s)')
+        :format(who, v[2], v[1], v[3]))
+    end
+  end
+  return { kd, kh, kw }, { sd, sh, sw }, { pd, ph, pw }, { dd, dh, dw }
+end
+
+local function check_3d_extent(who, x)
+  local dims = x:dim()
+  if x:size(dims - 2) == 0 or x:size(dims - 1) == 0 or x:size(dims) == 0 then
+    utils.error(('%s: expected an input with non-zero depth, height and width, got shape %s'):format(who, utils.shape(x)))
+  end
+end
+
+-- max_pool3d(x, kernel_size [, stride=kernel_size [, padding=0 [, dilation=1 [,
+-- ceil_mode=false [, return_indices=false]]]]]) of [C, D, H, W] or [N, C, D, H, W], as
+-- max_pool2d's (the options table too); the indices count from 1 within each volume,
+-- ((d - 1) * H + h - 1) * W + w, PyTorch's flat index plus one.
+function F.max_pool3d(x, ...)
+  local who = 'max_pool3d'
+  check_dims(who, x, 4, 5, '[C, D, H, W] or [N, C, D, H, W]')
+  check_3d_extent(who, x)
+  local o = pool_args(who, MAX_NAMES, MAX_DEFAULTS, ...)
+  local k, s, p, d = pool3d_sizes(who, o, true)
+  local lead, D, H, W, shape = split_3d(x)
+  local ri = o.return_indices and true or false
+  local y1, i1 = C.pool2d(x:reshape(lead * D, H, W), 'max', false, k[2], k[3], s[2], s[3], p[2], p[3], d[2], d[3],
+                          o.ceil_mode, false, 0, ri)
+  local Ho, Wo = y1:size(2), y1:size(3)
+  local y2, i2 = C.pool2d(y1:reshape(lead, D, Ho * Wo), 'max', false, k[1], 1, s[1], 1, p[1], 0, d[1], 1,
+                          o.ceil_mode, false, 0, ri)
+  local Do = y2:size(2)
+  shape[#shape + 1], shape[#shape + 2], shape[#shape + 3] = Do, Ho, Wo
+  local y = y2:reshape(shape)
+  if not ri then return y end
+  -- i2 holds (depth - 1) * Ho * Wo + column; the column's index within its H, W plane is i1's
+  local depth0 = (i2 - 1):div(Ho * Wo, { rounding_mode = 'floor' })
+  local hw = i1:reshape(lead, D, Ho * Wo):gather(2, depth0 + 1)
+  return y, (depth0 * (H * W) + hw):reshape(shape)
+end
+
+-- avg_pool3d(x, kernel_size [, stride=kernel_size [, padding=0 [, ceil_mode=false [,
+-- count_include_pad=true [, divisor_override]]]]]) of [C, D, H, W] or [N, C, D, H, W], as
+-- avg_pool2d's; with divisor_override both passes sum and the sum is divided once.
+function F.avg_pool3d(x, ...)
+  local who = 'avg_pool3d'
+  check_dims(who, x, 4, 5, '[C, D, H, W] or [N, C, D, H, W]')
+  check_3d_extent(who, x)
+  local o = pool_args(who, AVG_NAMES, { stride = false, padding = 0, ceil_mode = false, count_include_pad = true,
+                                        divisor_override = false }, ...)
+  local k, s, p = pool3d_sizes(who, o, false)
+  local div = o.divisor_override or 0
+  if o.divisor_override and (math.type(div) ~= 'integer' or div == 0) then
+    utils.error(('%s: divisor_override must be a nonzero integer, got %s'):format(who, tostring(div)))
+  end
+  local pass_div = o.divisor_override and 1 or 0
+  local lead, D, H, W, shape = split_3d(x)
+  local y1 = C.pool2d(x:reshape(lead * D, H, W), 'avg', false, k[2], k[3], s[2], s[3], p[2], p[3], 1, 1,
+                      o.ceil_mode, o.count_include_pad, pass_div, false)
+  local Ho, Wo = y1:size(2), y1:size(3)
+  local y2 = C.pool2d(y1:reshape(lead, D, Ho * Wo), 'avg', false, k[1], 1, s[1], 1, p[1], 0, 1, 1,
+                      o.ceil_mode, o.count_include_pad, pass_div, false)
+  shape[#shape + 1], shape[#shape + 2], shape[#shape + 3] = y2:size(2), Ho, Wo
+  local y = y2:reshape(shape)
+  if o.divisor_override then y = y / div end
+  return y
+end
+
 -- adaptive_avg_pool3d(x, output_size) of [C, D, H, W] or [N, C, D, H, W]: output_size n or
 -- {d, h, w}, false keeping the input's size (PyTorch's None).  The engine has no 3-D pool:
 -- the bins are boxes, so the average is separable, first along D (a 2-D adaptive pool of
@@ -189,7 +280,7 @@ function F.adaptive_avg_pool3d(x, output_size)
   check_dims(who, x, 4, 5, '[C, D, H, W] or [N, C, D, H, W]')
   local dims = x:dim()
   local size = output_size
-  if type(size) == 'table' and getmetatable(size) == nil and #size <= 3 then
+  if type(size) == 'table' and getmetatable(size) == nil and #size == 3 then
     size = { size[1] or x:size(dims - 2), size[2] or x:size(dims - 1), size[3] or x:size(dims) }
   end
   local od, oh, ow = pair(who, 'output_size', size, 3)
