@@ -238,7 +238,9 @@ describe('convolution errors', function()
     expect_error(function() F.conv2d(torch.randn(1, 1, 5, 5), torch.randn(1, 1, 3, 3), nil, { padding = 'full' }) end,
       "invalid padding string 'full', should be one of 'valid', 'same'")
     expect_error(function() nn.ConvTranspose2d(1, 1, 3, { padding = 'same' }) end, 'padding must be an integer or a table of 2 integers')
-    expect_error(function() nn.Conv2d(1, 1, 3, { padding_mode = 'reflect' }) end, "padding_mode 'reflect' is not supported")
+    expect_error(function() nn.Conv2d(1, 1, 3, { padding_mode = 'mirror' }) end, 'nn.Conv2d', 'padding_mode must be one of', 'mirror')
+    expect_error(function() nn.ConvTranspose2d(1, 1, 3, { padding_mode = 'reflect' }) end, 'nn.ConvTranspose2d',
+      "only padding_mode 'zeros'", 'reflect')
   end)
   it('bad sizes and options', function()
     expect_error(function() nn.Conv2d(1, 1, { 3, 3, 3 }) end, 'kernel_size must be an integer or a table of 2 integers, got {3, 3, 3}')

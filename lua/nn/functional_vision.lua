@@ -179,6 +179,125 @@ function F.adaptive_max_pool2d(x, output_size, return_indices)
   return C.pool2d(x, 'max', true, oh, ow, 1, 1, 0, 0, 1, 1, false, false, 0, return_indices and true or false)
 end
 
+-- The 3-D pools.  The engine's pool is 2-D; a window of a 3-D pool is a box, and the maximum
+-- and the mean over a box (PyTorch's divisor is the product of the clipped extents along
+-- each dim) are separable: first a 2-D pool over H, W of every depth slice, then a 2-D
+-- pool of [N * C, D, Ho * Wo] along D only (a kernel of width 1).  Two passes, each as fast
+-- as a 2-D pool; autograd chains their backwards.
+
+-- x as [lead, D, H, W] (lead = N * C, or C unbatched) and the sizes before D
+local function split_3d(x)
+  local dims, lead, shape = x:dim(), 1, {}
+  for i = 1, dims - 3 do lead = lead * x:size(i); shape[i] = x:size(i) end
+  return lead, x:size(dims - 2), x:size(dims - 1), x:size(dims), shape
+end
+
+local function pool3d_sizes(who, o, with_dilation)
+  local kd, kh, kw = pair(who, 'kernel_size', pool_size(o.kernel_size, 3), 3)
+  local sd, sh, sw = kd, kh, kw
+  local stride = pool_size(o.stride, 3, false)
+  if stride then sd, sh, sw = pair(who, 'stride', stride, 3) end
+  local pd, ph, pw = pair(who, 'padding', pool_size(o.padding, 3, 0), 3, true)
+  local dd, dh, dw = 1, 1, 1
+  if with_dilation then dd, dh, dw = pair(who, 'dilation', pool_size(o.dilation, 3, 1), 3) end
+  for _, v in ipairs { { kd, pd, 'depth' }, { kh, ph, 'height' }, { kw, pw, 'width' } } do
+    if v[2] > v[1] // 2 then
+      utils.error(('%s: pad should be at most half of kernel size, but got pad=%d and kernel_size=%d (%s)')
+        :format(who, v[2], v[1], v[3]))
+    end
+  end
+  return { kd, kh, kw }, { sd, sh, sw }, { pd, ph, pw }, { dd, dh, dw }
+end
+
+local function check_3d_extent(who, x)
+  local dims = x:dim()
+  if x:size(dims - 2) == 0 or x:size(dims - 1) == 0 or x:size(dims) == 0 then
+    utils.error(('%s: expected an input with non-zero depth, height and width, got shape %s'):format(who, utils.shape(x)))
+  end
+end
+
+-- max_pool3d(x, kernel_size [, stride=kernel_size [, padding=0 [, dilation=1 [,
+-- ceil_mode=false [, return_indices=false]]]]]) of [C, D, H, W] or [N, C, D, H, W], as
+-- max_pool2d's (the options table too); the indices count from 1 within each volume,
+-- ((d - 1) * H + h - 1) * W + w, PyTorch's flat index plus one.
+function F.max_pool3d(x, ...)
+  local who = 'max_pool3d'
+  check_dims(who, x, 4, 5, '[C, D, H, W] or [N, C, D, H, W]')
+  check_3d_extent(who, x)
+  local o = pool_args(who, MAX_NAMES, MAX_DEFAULTS, ...)
+  local k, s, p, d = pool3d_sizes(who, o, true)
+  local lead, D, H, W, shape = split_3d(x)
+  local ri = o.return_indices and true or false
+  local y1, i1 = C.pool2d(x:reshape(lead * D, H, W), 'max', false, k[2], k[3], s[2], s[3], p[2], p[3], d[2], d[3],
+                          o.ceil_mode, false, 0, ri)
+  local Ho, Wo = y1:size(2), y1:size(3)
+  local y2, i2 = C.pool2d(y1:reshape(lead, D, Ho * Wo), 'max', false, k[1], 1, s[1], 1, p[1], 0, d[1], 1,
+                          o.ceil_mode, false, 0, ri)
+  local Do = y2:size(2)
+  shape[#shape + 1], shape[#shape + 2], shape[#shape + 3] = Do, Ho, Wo
+  local y = y2:reshape(shape)
+  if not ri then return y end
+  -- i2 holds (depth - 1) * Ho * Wo + column; the column's index within its H, W plane is i1's
+  local depth0 = (i2 - 1):div(Ho * Wo, { rounding_mode = 'floor' })
+  local hw = i1:reshape(lead, D, Ho * Wo):gather(2, depth0 + 1)
+  return y, (depth0 * (H * W) + hw):reshape(shape)
+end
+
+-- avg_pool3d(x, kernel_size [, stride=kernel_size [, padding=0 [, ceil_mode=false [,
+-- count_include_pad=true [, divisor_override]]]]]) of [C, D, H, W] or [N, C, D, H, W], as
+-- avg_pool2d's; with divisor_override both passes sum and the sum is divided once.
+function F.avg_pool3d(x, ...)
+  local who = 'avg_pool3d'
+  check_dims(who, x, 4, 5, '[C, D, H, W] or [N, C, D, H, W]')
+  check_3d_extent(who, x)
+  local o = pool_args(who, AVG_NAMES, { stride = false, padding = 0, ceil_mode = false, count_include_pad = true,
+                                        divisor_override = false }, ...)
+  local k, s, p = pool3d_sizes(who, o, false)
+  local div = o.divisor_override or 0
+  if o.divisor_override and (math.type(div) ~= 'integer' or div == 0) then
+    utils.error(('%s: divisor_override must be a nonzero integer, got %s'):format(who, tostring(div)))
+  end
+  local pass_div = o.divisor_override and 1 or 0
+  local lead, D, H, W, shape = split_3d(x)
+  local y1 = C.pool2d(x:reshape(lead * D, H, W), 'avg', false, k[2], k[3], s[2], s[3], p[2], p[3], 1, 1,
+                      o.ceil_mode, o.count_include_pad, pass_div, false)
+  local Ho, Wo = y1:size(2), y1:size(3)
+  local y2 = C.pool2d(y1:reshape(lead, D, Ho * Wo), 'avg', false, k[1], 1, s[1], 1, p[1], 0, 1, 1,
+                      o.ceil_mode, o.count_include_pad, pass_div, false)
+  shape[#shape + 1], shape[#shape + 2], shape[#shape + 3] = y2:size(2), Ho, Wo
+  local y = y2:reshape(shape)
+  if o.divisor_override then y = y / div end
+  return y
+end
+
+-- adaptive_avg_pool3d(x, output_size) of [C, D, H, W] or [N, C, D, H, W]: output_size n or
+-- {d, h, w}, false keeping the input's size (PyTorch's None).  The engine has no 3-D pool:
+-- the bins are boxes, so the average is separable, first along D (a 2-D adaptive pool of
+-- [N * C, D, H * W] that keeps H * W), then over H and W: two passes over the data, each as
+-- fast as a 2-D pool.
+function F.adaptive_avg_pool3d(x, output_size)
+  local who = 'adaptive_avg_pool3d'
+  check_dims(who, x, 4, 5, '[C, D, H, W] or [N, C, D, H, W]')
+  local dims = x:dim()
+  local size = output_size
+  if type(size) == 'table' and getmetatable(size) == nil and #size == 3 then
+    size = { size[1] or x:size(dims - 2), size[2] or x:size(dims - 1), size[3] or x:size(dims) }
+  end
+  local od, oh, ow = pair(who, 'output_size', size, 3)
+  local D, H, W = x:size(dims - 2), x:size(dims - 1), x:size(dims)
+  local lead = x:numel() // math.max(D * H * W, 1)
+  if x:numel() == 0 then lead = 1; for i = 1, dims - 3 do lead = lead * x:size(i) end end
+  if D == 0 or H == 0 or W == 0 then
+    utils.error(('%s: expected an input with non-zero D, H and W, got shape %s'):format(who, utils.shape(x)))
+  end
+  local y = C.pool2d(x:reshape(lead, D, H * W), 'avg', true, od, H * W, 1, 1, 0, 0, 1, 1, false, false, 0, false)
+  y = C.pool2d(y:reshape(lead * od, H, W), 'avg', true, oh, ow, 1, 1, 0, 0, 1, 1, false, false, 0, false)
+  local shape = {}
+  for i = 1, dims - 3 do shape[i] = x:size(i) end
+  shape[#shape + 1], shape[#shape + 2], shape[#shape + 3] = od, oh, ow
+  return y:reshape(shape)
+end
+
 -- Batch normalization ------------------------------------------------------------------
 
 -- x [N, C, *] reduced over every dim but the channels, kept as [1, C, 1, ...]
@@ -386,24 +505,97 @@ local function to_float32(v) return (string.unpack('f', string.pack('f', v))) en
 -- the largest output size along one dim (2^31 - 1, what a 32-bit index reaches)
 local MAX_INTERP_SIZE = 2147483647
 
--- interpolate(x, {size= | scale_factor=, mode='nearest', align_corners=nil}) of [N, C, L],
--- [N, C, H, W]: modes 'nearest' and 'linear'/'bilinear'.
+-- the spatial dims each mode takes: 0 for any of 1, 2 and 3
+local INTERP_MODES = { nearest = 0, ['nearest-exact'] = 0, area = 0, linear = 1, bilinear = 2, bicubic = 2,
+                       trilinear = 3 }
+local INTERP_SHAPES = { '[N, C, L]', '[N, C, H, W]', '[N, C, D, H, W]' }
+
+-- PyTorch's cubic convolution kernel (Keys, A = -0.75): cc1 for |t| <= 1, cc2 for 1 < |t| < 2
+local CUBIC_A = -0.75
+local function cc1(t) return ((CUBIC_A + 2) * t - (CUBIC_A + 3)) * t * t + 1 end
+local function cc2(t) return ((CUBIC_A * t - 5 * CUBIC_A) * t + 8 * CUBIC_A) * t - 4 * CUBIC_A end
+
+-- The taps of one output dim of a linear or cubic interpolation from n to m positions:
+-- taps[k] = {idx, w}, idx the source positions (1-based, clamped to the input as PyTorch's
+-- border does) and w their weights, one per output position.  scale is PyTorch's
+-- area_pixel_compute_scale; the linear source index is clamped at 0, the cubic one is not.
+local function interp_taps(n, m, align, scale, cubic)
+  local ntaps = cubic and 4 or 2
+  local taps = {}
+  for k = 1, ntaps do taps[k] = { idx = {}, w = {} } end
+  for j = 0, m - 1 do
+    local src = align and scale * j or scale * (j + 0.5) - 0.5
+    if cubic then
+      local i0 = math.floor(src)
+      local t = src - i0
+      local w = { cc2(t + 1), cc1(t), cc1(1 - t), cc2(2 - t) }
+      for k = 1, 4 do
+        taps[k].idx[j + 1] = math.min(math.max(i0 - 2 + k, 0), n - 1) + 1
+        taps[k].w[j + 1] = w[k]
+      end
+    else
+      if not align then src = math.max(src, 0) end
+      local a = math.min(math.floor(src), n - 1)
+      local lam = src - a
+      taps[1].idx[j + 1], taps[2].idx[j + 1] = a + 1, math.min(a + 1, n - 1) + 1
+      taps[1].w[j + 1], taps[2].w[j + 1] = 1 - lam, lam
+    end
+  end
+  return taps
+end
+
+-- sum over the taps of y's dim d gathered at tap.idx and weighed by tap.w
+local function apply_taps(y, d, taps)
+  local shape = {}
+  for i = 1, y:dim() do shape[i] = 1 end
+  shape[d] = #taps[1].idx
+  local out
+  for _, tap in ipairs(taps) do
+    local w = torch.tensor(tap.w, { dtype = y.dtype, device = y.device }):view(shape)
+    local term = y:index_select(d, index_tensor(tap.idx, y.device)) * w
+    out = out and out + term or term
+  end
+  return out
+end
+
+-- interpolate(x, {size= | scale_factor=, mode='nearest', align_corners=nil,
+-- recompute_scale_factor=false}) of [N, C, L], [N, C, H, W] or [N, C, D, H, W], PyTorch
+-- 1.13's values and gradients:
+--   'nearest'        the source index floor(j * scale) in float32 (PyTorch's; its 2-D and 3-D
+--                    kernels copy an output as long as the input, and repeat each element
+--                    twice for one twice as long);
+--   'nearest-exact'  floor((j + 0.5) * scale), rounding half up (scikit-image's, PIL's);
+--   'linear', 'bilinear', 'trilinear' (3, 4, 5-D inputs), 'bicubic' (4-D: PyTorch's cubic
+--                    convolution, A = -0.75, with the input's border repeated), with
+--                    align_corners;
+--   'area'           adaptive average pooling to the output size.
+-- The interpolating modes are separable: one dim after the other, each output position a
+-- weighed sum of 2 (linear) or 4 (cubic) gathered input slices, so autograd differentiates
+-- them on every device.
 function F.interpolate(x, opts)
   local who = 'interpolate'
-  check_dims(who, x, 3, 4, '[N, C, L] or [N, C, H, W]')
+  check(who, x)
   local o = utils.options(who, opts, { size = false, scale_factor = false, mode = 'nearest', align_corners = NONE,
                                        recompute_scale_factor = false })
+  local mode = o.mode
+  local need = INTERP_MODES[mode]
+  if need == nil then
+    utils.error(("%s: mode must be 'nearest', 'nearest-exact', 'linear', 'bilinear', 'bicubic', 'trilinear' or 'area', got %s")
+      :format(who, tostring(mode)))
+  end
+  if x:dim() < 3 or x:dim() > 5 then
+    utils.error(('%s: expected a 3-D, 4-D or 5-D input ([N, C, L], [N, C, H, W] or [N, C, D, H, W]), got shape %s')
+      :format(who, utils.shape(x)))
+  end
   local nsp = x:dim() - 2
-  local linear = o.mode == 'bilinear' or o.mode == 'linear'
-  if o.mode ~= 'nearest' and not linear then
-    utils.error(("%s: mode must be 'nearest', 'linear' or 'bilinear', got %s"):format(who, tostring(o.mode)))
+  if need > 0 and need ~= nsp then
+    utils.error(("%s: got a %d-D input of shape %s, but mode '%s' needs a %d-D input %s")
+      :format(who, x:dim(), utils.shape(x), mode, need + 2, INTERP_SHAPES[need]))
   end
-  if linear and (o.mode == 'bilinear') ~= (nsp == 2) then
-    utils.error(("%s: mode '%s' needs a %d-D input, got shape %s")
-      :format(who, o.mode, o.mode == 'bilinear' and 4 or 3, utils.shape(x)))
-  end
-  if o.align_corners ~= nil and not linear then
-    utils.error(('%s: align_corners option can only be set with the interpolating modes: linear | bilinear'):format(who))
+  local interpolating = need > 0
+  if o.align_corners ~= nil and not interpolating then
+    utils.error(('%s: align_corners option can only be set with the interpolating modes: linear | bilinear | bicubic | trilinear')
+      :format(who))
   end
   local align = o.align_corners and true or false
   if (o.size and o.scale_factor) or not (o.size or o.scale_factor) then
@@ -415,7 +607,14 @@ function F.interpolate(x, opts)
     if o.size then
       out[i] = select(i, pair(who, 'size', o.size, nsp))
     else
-      local sf = type(o.scale_factor) == 'table' and o.scale_factor[i] or o.scale_factor
+      local sf = o.scale_factor
+      if type(sf) == 'table' then
+        if #sf ~= nsp then
+          utils.error(('%s: scale_factor must be a number or a table of %d numbers (one per spatial dim), got a table of %d')
+            :format(who, nsp, #sf))
+        end
+        sf = sf[i]
+      end
       if type(sf) ~= 'number' or not (sf > 0 and sf < math.huge) then
         utils.error(('%s: scale_factor must be a finite positive number or a table of %d, got %s')
           :format(who, nsp, tostring(sf)))
@@ -431,37 +630,37 @@ function F.interpolate(x, opts)
     end
     out[i] = math.tointeger(out[i])
   end
+  if mode == 'area' then
+    if nsp == 1 then return F.adaptive_avg_pool1d(x, out[1]) end
+    if nsp == 2 then return F.adaptive_avg_pool2d(x, out) end
+    return F.adaptive_avg_pool3d(x, out)
+  end
   local y = x
   for i = 1, nsp do
     local d, n, m = i + 2, x:size(i + 2), out[i]
-    if linear then
+    if interpolating then
       local scale
       if align then scale = m > 1 and (n - 1) / (m - 1) or 0
       else scale = scales[i] and 1 / scales[i] or n / m end
-      local i0, i1, w0, w1 = {}, {}, {}, {}
-      for j = 0, m - 1 do
-        local src = align and scale * j or math.max(scale * (j + 0.5) - 0.5, 0)
-        local a = math.min(math.floor(src), n - 1)
-        local lam = src - a
-        i0[j + 1], i1[j + 1] = a + 1, math.min(a + 1, n - 1) + 1
-        w0[j + 1], w1[j + 1] = 1 - lam, lam
-      end
-      local shape = { 1, 1, 1, 1 }
-      shape = { table.unpack(shape, 1, x:dim()) }
-      shape[d] = m
-      local W0 = torch.tensor(w0, { dtype = x.dtype, device = x.device }):view(shape)
-      local W1 = torch.tensor(w1, { dtype = x.dtype, device = x.device }):view(shape)
-      y = y:index_select(d, index_tensor(i0, x.device)) * W0 + y:index_select(d, index_tensor(i1, x.device)) * W1
+      y = apply_taps(y, d, interp_taps(n, m, align, scale, mode == 'bicubic'))
+    elseif mode == 'nearest-exact' then
+      -- PyTorch's min(floorf((j + 0.5) * scale), n - 1), the scale in float32, the product
+      -- in double and rounded to float32 before the floor
+      local idx = {}
+      local scale = to_float32(scales[i] and 1 / scales[i] or n / m)
+      for j = 0, m - 1 do idx[j + 1] = math.min(math.floor(to_float32((j + 0.5) * scale)), n - 1) + 1 end
+      y = y:index_select(d, index_tensor(idx, x.device))
     elseif m ~= n or (scales[i] and nsp == 1) then
       -- PyTorch's source index floor(j * scale) in float32, scale = 1 / scale_factor when
       -- one was given and is not recomputed (1.7 over 5 elements gives 8 that repeat
       -- 1 1 2 2 3 3 4 5, and 1.3 over 2 gives 1 1), else input size / output size.
-      -- PyTorch 1.13's 2-D kernel takes two shortcuts that its 1-D kernel does not: an
-      -- output as long as the input copies it, one twice as long repeats each element twice
+      -- PyTorch 1.13's 2-D and 3-D kernels take two shortcuts that its 1-D kernel does
+      -- not: an output as long as the input copies it, one twice as long repeats each
+      -- element twice
       local idx = {}
       local scale = to_float32(scales[i] and 1 / scales[i] or n / m)
       for j = 0, m - 1 do
-        local s = (nsp == 2 and m == 2 * n) and j // 2 or math.floor(to_float32(j * scale))
+        local s = (nsp >= 2 and m == 2 * n) and j // 2 or math.floor(to_float32(j * scale))
         idx[j + 1] = math.min(s, n - 1) + 1
       end
       y = y:index_select(d, index_tensor(idx, x.device))

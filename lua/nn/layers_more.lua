@@ -301,7 +301,7 @@ local function upsampling(name, mode, align)
   function cls:extra_repr()
     local s = self.scale_factor and 'scale_factor=' .. pyfloat(self.scale_factor)
            or 'size=' .. (type(self.size) == 'table' and tuple(self.size) or tostring(self.size))
-    return s .. ", mode='" .. mode .. "'"
+    return s .. ', mode=' .. mode   -- PyTorch's repr: mode=nearest
   end
 end
 upsampling('UpsamplingNearest2d', 'nearest', nil)
