@@ -10,14 +10,16 @@
 /* ------------------------------------------------------------------ binary */
 
 /* The operand at idx as a tensor: a tensor as it is, a Lua number or boolean as a 0-dim
- * tensor (an integer as int64, a float as float32, a boolean as bool, as PyTorch takes a
- * Python scalar) pushed on the stack. */
-static dp_tensor *operand(lua_State *L, int idx, const char *fname)
+ * tensor (an integer as int64, a float as the default dtype, a boolean as bool, as PyTorch
+ * takes a Python scalar) pushed on the stack.  With a floating tensor beside it (other, may be
+ * NULL) a float takes that tensor's dtype: a number never widens a tensor, even a 0-dim one. */
+static dp_tensor *operand(lua_State *L, int idx, const char *fname, const dp_tensor *other)
 {
     dp_tensor *t = lt_test(L, idx);
     if (t)
         return t;
-    dp_dtype dt = lua_isboolean(L, idx) ? DP_BOOL : lua_isinteger(L, idx) ? DP_INT64 : DP_FLOAT32;
+    dp_dtype dt = lua_isboolean(L, idx) ? DP_BOOL : lua_isinteger(L, idx) ? DP_INT64
+                : other && dp_dtype_is_float(other->dtype) ? other->dtype : dp_default_dtype();
     if (!lua_isboolean(L, idx) && !lua_isnumber(L, idx))
         luaL_error(L, "%s: argument %d must be a tensor, a number or a boolean, got %s", fname, idx, luaL_typename(L, idx));
     double v = lua_isboolean(L, idx) ? lua_toboolean(L, idx) : lua_tonumber(L, idx);
@@ -40,15 +42,16 @@ static int binary(lua_State *L, dp_binary_op op, int ia, int ib)
     int sarg = a ? ib : ia;
     if (lua_isboolean(L, sarg)) {
         /* a boolean is a 0-dim bool tensor: with a bool tensor, ops that keep bools do */
-        dp_tensor *sb = operand(L, sarg, dp_op_find(DP_OP_BINARY, op)->name);
+        dp_tensor *sb = operand(L, sarg, dp_op_find(DP_OP_BINARY, op)->name, NULL);
         dp_tensor **slot = lt_newslot(L);
         return lt_done(L, *slot = a ? dp_binary(op, a, sb) : dp_binary(op, sb, b));
     }
     double s = lt_checkscalar(L, sarg);
     if (!lua_isinteger(L, sarg) && !dp_dtype_is_float(t->dtype)) {
-        /* a Lua float makes an integer or bool tensor float32, even when it is whole (2.0) */
+        /* a Lua float makes an integer or bool tensor the default dtype, even when it is whole
+         * (2.0), as a Python float does */
         dp_tensor **tf = lt_newslot(L);
-        lt_done(L, *tf = dp_to(t, t->device, DP_FLOAT32, false));
+        lt_done(L, *tf = dp_to(t, t->device, dp_default_dtype(), false));
         t = *tf;
     }
     dp_tensor **slot = lt_newslot(L);
@@ -167,9 +170,9 @@ static int o_clamp(lua_State *L)
     int top = lua_gettop(L);
     bool float_bound = (!lua_isnil(L, top - 1) && !lua_isinteger(L, top - 1)) || (!lua_isnil(L, top) && !lua_isinteger(L, top));
     if (float_bound && !dp_dtype_is_float(t->dtype)) {
-        /* a float bound makes an integer tensor float32, as any Lua float operand does */
+        /* a float bound makes an integer tensor the default dtype, as any Lua float operand does */
         dp_tensor **slot = lt_newslot(L), *tf;
-        lt_done(L, tf = *slot = dp_to(t, t->device, DP_FLOAT32, false));
+        lt_done(L, tf = *slot = dp_to(t, t->device, dp_default_dtype(), false));
         dp_tensor **out = lt_newslot(L);
         return lt_done(L, *out = dp_unary(DP_CLAMP, tf, lo, hi));
     }
@@ -358,7 +361,8 @@ static int o_where(lua_State *L)
 {
     dp_tensor *cond = lt_check(L, 1);
     lua_settop(L, 3);
-    dp_tensor *a = operand(L, 2, "where"), *b = operand(L, 3, "where");
+    dp_tensor *ta = lt_test(L, 2), *tb = lt_test(L, 3);
+    dp_tensor *a = operand(L, 2, "where", tb), *b = operand(L, 3, "where", ta);
     dp_tensor **slot = lt_newslot(L);
     return lt_done(L, *slot = dp_where(cond, a, b));
 }
@@ -369,7 +373,7 @@ static dp_tensor *masked_fill(lua_State *L)
 {
     dp_tensor *t = lt_check(L, 1), *mask = lt_check(L, 2);
     lua_settop(L, 3);
-    dp_tensor *v = operand(L, 3, "masked_fill");
+    dp_tensor *v = operand(L, 3, "masked_fill", NULL);
     if (v->ndim != 0)
         luaL_error(L, "masked_fill only supports a 0-dimensional value tensor, but got one with %d dimensions", v->ndim);
     dp_tensor **vt = lt_newslot(L);

@@ -91,10 +91,8 @@ static const char *function_name(lua_State *L)
     return "torch";
 }
 
-/* torch.set_default_dtype: the dtype of created floating point tensors (process-wide, as
- * PyTorch's) */
-static _Atomic dp_dtype g_default_dtype = DP_FLOAT32;
-
+/* torch.set_default_dtype: the dtype of created floating point tensors and of the floating
+ * results of integer operands; the engine holds it (dp_default_dtype, process-wide as PyTorch's) */
 static int c_set_default_dtype(lua_State *L)
 {
     dp_dtype dt;
@@ -102,20 +100,20 @@ static int c_set_default_dtype(lua_State *L)
     if (dp_dtype_parse(s, &dt) != 0 || !dp_dtype_is_float(dt))
         return luaL_error(L, "set_default_dtype: only floating point dtypes are supported as the default "
                              "(float32 or float64), got '%s'", s);
-    g_default_dtype = dt;
+    dp_set_default_dtype(dt);
     return 0;
 }
 
 static int c_get_default_dtype(lua_State *L)
 {
-    lua_pushstring(L, dp_dtype_name(g_default_dtype));
+    lua_pushstring(L, dp_dtype_name(dp_default_dtype()));
     return 1;
 }
 
 /* {dtype=, device=, requires_grad=} at idx (none or nil: defaults) */
 static create_opts check_opts(lua_State *L, int idx)
 {
-    create_opts o = { g_default_dtype, false, default_device(L), false, false };
+    create_opts o = { dp_default_dtype(), false, default_device(L), false, false };
     if (lua_isnoneornil(L, idx))
         return o;
     if (!lua_istable(L, idx) || lt_test(L, idx))
@@ -196,12 +194,12 @@ static int c_ones(lua_State *L) { return create_sized(L, dp_ones); }
 static int c_rand(lua_State *L) { return create_sized(L, dp_rand); }
 static int c_randn(lua_State *L) { return create_sized(L, dp_randn); }
 
-/* The dtype PyTorch infers for a Lua value: int64 for integers, float32 for floats. */
+/* The dtype PyTorch infers for a Lua value: int64 for integers, the default dtype for floats. */
 static dp_dtype infer_dtype(lua_State *L, int idx)
 {
     if (lua_isboolean(L, idx))
         return DP_BOOL;
-    return lua_isinteger(L, idx) ? DP_INT64 : g_default_dtype;
+    return lua_isinteger(L, idx) ? DP_INT64 : dp_default_dtype();
 }
 
 /* full(sizes, value [, opts]) */
@@ -238,7 +236,7 @@ static int c_arange(lua_State *L)
     if ((stop - start) * step < 0)
         return luaL_error(L, "arange: step %f goes away from stop (start %f, stop %f)", step, start, stop);
     dp_tensor **slot = lt_newslot(L);
-    *slot = dp_arange(start, stop, step, o.has_dtype ? o.dtype : all_int ? DP_INT64 : g_default_dtype, o.device);
+    *slot = dp_arange(start, stop, step, o.has_dtype ? o.dtype : all_int ? DP_INT64 : dp_default_dtype(), o.device);
     return created(L, slot, &o);
 }
 
@@ -425,7 +423,7 @@ static int c_tensor(lua_State *L)
     lua_pushvalue(L, 1);
     nested_fill(L, &s, 0, path);
     lua_pop(L, 1);
-    dp_dtype inferred = s.any_float || s.n == 0 ? g_default_dtype : s.any_int ? DP_INT64 : DP_BOOL;
+    dp_dtype inferred = s.any_float || s.n == 0 ? dp_default_dtype() : s.any_int ? DP_INT64 : DP_BOOL;
     dp_dtype dt = o.has_dtype ? o.dtype : inferred;
     bool exact = !dp_dtype_is_float(inferred) && dt == DP_INT64;
     dp_tensor **slot = lt_newslot(L);

@@ -38,6 +38,18 @@ const char *dp_dtype_name(dp_dtype dt) { return dt < DP_NDTYPES ? dtype_names[dt
 bool dp_dtype_is_float(dp_dtype dt) { return dt == DP_FLOAT32 || dt == DP_FLOAT64 || dp_dtype_is_half(dt); }
 bool dp_dtype_is_half(dp_dtype dt) { return dt == DP_FLOAT16 || dt == DP_BFLOAT16; }
 
+static _Atomic dp_dtype g_default_dtype = DP_FLOAT32;
+
+int dp_set_default_dtype(dp_dtype dt)
+{
+    if ((unsigned)dt >= DP_NDTYPES || !dp_dtype_is_float(dt))
+        return dp_error("set_default_dtype: only floating point dtypes are supported as the default, got %s", dp_dtype_name(dt));
+    g_default_dtype = dt;
+    return 0;
+}
+
+dp_dtype dp_default_dtype(void) { return g_default_dtype; }
+
 int dp_dtype_parse(const char *name, dp_dtype *out)
 {
     static const struct { const char *name; dp_dtype dt; } names[] = {

@@ -40,6 +40,11 @@ const char *dp_dtype_name(dp_dtype dt);          /* "float32", ... */
 int dp_dtype_parse(const char *name, dp_dtype *out); /* also accepts "float", "double", "long", "half" */
 bool dp_dtype_is_float(dp_dtype dt);
 bool dp_dtype_is_half(dp_dtype dt);              /* float16 or bfloat16 */
+/* PyTorch's default dtype (torch.set_default_dtype; float32 until set, process-wide): the
+ * dtype of the floating result of integer or bool operands (true division, sqrt, an integer
+ * tensor with a float number).  Setting a dtype that is not floating fails (-1, message set). */
+int dp_set_default_dtype(dp_dtype dt);
+dp_dtype dp_default_dtype(void);
 
 /* ---------------------------------------------------------------- devices */
 

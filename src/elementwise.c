@@ -214,7 +214,8 @@ static int compute_dtype(dp_binary_op op, dp_dtype ct, dp_dtype *out)
     if ((binary_flags[op] & KIND_FLOATONLY) && !dp_dtype_is_float(ct))
         return dp_error("%s is not implemented for %s operands (convert them to a floating dtype)",
                         op_table[DP_NUNARY + op].name, dp_dtype_name(ct));
-    if ((binary_flags[op] & KIND_FLOAT) && !dp_dtype_is_float(ct)) ct = DP_FLOAT32;
+    /* int64 / int64 is the default dtype, as in PyTorch */
+    if ((binary_flags[op] & KIND_FLOAT) && !dp_dtype_is_float(ct)) ct = dp_default_dtype();
     *out = ct;
     return 0;
 }
@@ -242,7 +243,7 @@ dp_tensor *dp_binary(dp_binary_op op, dp_tensor *a, dp_tensor *b)
     }
     int nd;
     int64_t sizes[DP_MAX_DIMS];
-    dp_dtype ct = DP_FLOAT32;
+    dp_dtype ct = dp_default_dtype();
     if (dp_broadcast_shape(a->ndim, a->sizes, b->ndim, b->sizes, &nd, sizes)) goto done;
     if (check_bools(op, a->dtype, b->dtype) || compute_dtype(op, promote_tensors(a, b), &ct)) goto done;
     ac = dp_to(a, a->device, ct, false);
@@ -268,7 +269,8 @@ dp_tensor *dp_binary_scalar(dp_binary_op op, dp_tensor *a, double s, bool revers
     if (check_bools(op, a->dtype, DP_INT64)) return NULL;
     dp_dtype ct = a->dtype;
     bool s_int = s == floor(s) && fabs(s) < 9.2e18;
-    if (!dp_dtype_is_float(ct) && !s_int) ct = DP_FLOAT32;
+    /* an integer tensor with a fractional number: the default dtype, as PyTorch's result_type */
+    if (!dp_dtype_is_float(ct) && !s_int) ct = dp_default_dtype();
     /* a bool tensor meets a number as int64: true > -2 compares 1 with -2 */
     if (ct == DP_BOOL) ct = DP_INT64;
     if (compute_dtype(op, ct, &ct)) return NULL;
@@ -303,7 +305,7 @@ static int unary_dtype(dp_unary_op op, dp_dtype dt, dp_dtype *out)
     if ((unary_flags[op] & RULE_FLOATONLY) && !dp_dtype_is_float(dt))
         return dp_error("%s is not implemented for %s tensors (convert to a floating dtype first)", op_table[op].name,
                         dp_dtype_name(dt));
-    if ((unary_flags[op] & RULE_FLOAT) && !dp_dtype_is_float(dt)) dt = DP_FLOAT32;
+    if ((unary_flags[op] & RULE_FLOAT) && !dp_dtype_is_float(dt)) dt = dp_default_dtype();   /* sqrt(int64) */
     if (dt == DP_BOOL) {
         if (unary_flags[op] & RULE_NOBOOL) {
             if (op == DP_NEG) return dp_error("negation, the '-' operator, on a bool tensor is not supported");
@@ -641,7 +643,7 @@ int dp_binary_(dp_binary_op op, dp_tensor *self, dp_tensor *other)
     bool float_result = binary_flags[op] & (KIND_FLOAT | KIND_FLOATONLY);
     if (!dp_dtype_is_float(self->dtype) && (dp_dtype_is_float(other->dtype) || float_result))
         return dp_error("result type %s can't be cast to the desired output type %s",
-                        dp_dtype_name(float_result ? DP_FLOAT32 : other->dtype), dp_dtype_name(self->dtype));
+                        dp_dtype_name(float_result ? dp_default_dtype() : other->dtype), dp_dtype_name(self->dtype));
     if (tracked) return inplace_recorded(self, name, &(inplace_op){ IP_BINARY, op, other, 0, 0 });
     dp_tensor *oc = NO_GRAD(dp_to(other, self->device, self->dtype, false));
     if (!oc) return -1;
@@ -659,7 +661,8 @@ int dp_binary_scalar_(dp_binary_op op, dp_tensor *self, double s)
     if ((tracked ? expand_check(self, name) : inplace_check(self, name)) || check_bools(op, self->dtype, DP_INT64))
         return -1;
     if (!dp_dtype_is_float(self->dtype) && ((binary_flags[op] & (KIND_FLOAT | KIND_FLOATONLY)) || s != floor(s)))
-        return dp_error("result type float32 can't be cast to the desired output type %s", dp_dtype_name(self->dtype));
+        return dp_error("result type %s can't be cast to the desired output type %s", dp_dtype_name(dp_default_dtype()),
+                        dp_dtype_name(self->dtype));
     if (tracked) return inplace_recorded(self, name, &(inplace_op){ IP_SCALAR, op, NULL, s, 0 });
     dp_view o = dp_view_of(self);
     int rc = dp_numel(self) ? dp_backend_for(self->device)->binary_scalar(op, &o, &o, s, false) : 0;

@@ -15,11 +15,11 @@ function F.linear(x, weight, bias)
   return C.linear(x, weight, bias)
 end
 
--- relu(x [, inplace]): with inplace, x itself is overwritten and returned (PyTorch's
--- F.relu(x, inplace=True)); autograd records it as any in-place op
-function F.relu(x, inplace)
+-- relu(x [, inplace]) or relu(x, {inplace = true}): with inplace, x itself is overwritten and
+-- returned (PyTorch's F.relu(x, inplace=True)); autograd records it as any in-place op
+function F.relu(x, ...)
   check('relu', x)
-  if inplace == true or (type(inplace) == 'table' and inplace.inplace) then return x:relu_() end
+  if utils.activation_args('relu', { 'inplace' }, { inplace = false }, ...).inplace then return x:relu_() end
   return x:relu()
 end
 function F.sigmoid(x) return check('sigmoid', x):sigmoid() end
@@ -94,6 +94,31 @@ require('nn.functional_more').install(F)
 require('nn.functional_grid').install(F)
 -- the margin, embedding and likelihood losses (lua/nn/losses_more.lua)
 require('nn.losses_more').install(F)
+-- PyTorch's in-place forms: F.relu_(x), F.elu_(x [, alpha]), F.leaky_relu_(x [, negative_slope]),
+-- F.hardtanh_(x [, min_val [, max_val]]), F.threshold_(x, threshold, value), F.celu_(x [, alpha]),
+-- F.selu_(x): the activation with inplace = true (its options also by name in a table)
+for _, p in ipairs { { 'relu', 0 }, { 'elu', 1 }, { 'leaky_relu', 1 }, { 'hardtanh', 2 }, { 'threshold', 2 },
+                     { 'celu', 1 }, { 'selu', 0 } } do
+  local name, nparams = p[1], p[2]
+  F[name .. '_'] = function(x, ...)
+    local n = select('#', ...)
+    local last = n > 0 and select(n, ...) or nil
+    if type(last) == 'table' and getmetatable(last) == nil then
+      local opts = {}
+      for k, v in pairs(last) do opts[k] = v end
+      if opts.inplace ~= nil then utils.error(('%s_: unknown option inplace (it is always in place)'):format(name)) end
+      opts.inplace = true
+      local args = table.pack(...)
+      args[n] = opts
+      return F[name](x, table.unpack(args, 1, n))
+    end
+    if n > nparams then utils.error(('%s_: expected at most %d options after the input, got %d'):format(name, nparams, n)) end
+    local args = table.pack(...)
+    args[nparams + 1] = true
+    return F[name](x, table.unpack(args, 1, nparams + 1))
+  end
+end
+
 -- the ops whose arguments come from lua/torch/signatures.lua
 require('torch.signatures').install_functional(F)
 -- the compositions that compute float16 and bfloat16 in float32 and round once

@@ -232,6 +232,7 @@ end
 -- Activations ----------------------------------------------------------------------------
 
 local SQRT_2_PI = math.sqrt(2 / math.pi)
+local hardtanh   -- hardtanh(x, min_val, max_val), below
 
 -- gelu(x [, approximate='none' | 'tanh'], also {approximate=}):
 -- x * Phi(x) = x/2 (1 + erf(x / sqrt 2)), or the tanh approximation
@@ -248,26 +249,31 @@ function M.gelu(x, approximate)
   utils.error(("gelu: approximate must be 'none' or 'tanh', got %s"):format(tostring(approximate)))
 end
 
-function M.silu(x) return check('silu', x):silu() end
+-- The activations that take PyTorch's inplace (the last option, positional or by name):
+-- inplace = true writes the result into x and returns x (utils.activation_inplace).
+local activation_args, activation_inplace = utils.activation_args, utils.activation_inplace
 
--- an option given positionally or in a table: f(x, 0.2) or f(x, {negative_slope=0.2})
-local function opt(who, v, name, default)
-  if type(v) == 'table' then v = utils.options(who, v, { [name] = default })[name] end
-  if v == nil then v = default end
-  return check_number(who, name, v)
+-- silu(x [, inplace=false])
+function M.silu(x, ...)
+  check('silu', x)
+  local o = activation_args('silu', { 'inplace' }, { inplace = false }, ...)
+  return activation_inplace('silu', x, o.inplace, function(v) return v:silu() end)
 end
 
-function M.leaky_relu(x, negative_slope)
+-- leaky_relu(x [, negative_slope=0.01 [, inplace=false]]), or the options by name in a table
+function M.leaky_relu(x, ...)
   check('leaky_relu', x)
-  local s = opt('leaky_relu', negative_slope, 'negative_slope', 0.01)
-  return torch.where(x:gt(0), x, x * s)
+  local o = activation_args('leaky_relu', { 'negative_slope', 'inplace' }, { negative_slope = 0.01, inplace = false }, ...)
+  local s = check_number('leaky_relu', 'negative_slope', o.negative_slope)
+  return activation_inplace('leaky_relu', x, o.inplace, function(v) return torch.where(v:gt(0), v, v * s) end)
 end
 
--- elu: x for x > 0, alpha (e^x - 1) otherwise
-function M.elu(x, alpha)
+-- elu(x [, alpha=1 [, inplace=false]]): x for x > 0, alpha (e^x - 1) otherwise
+function M.elu(x, ...)
   check('elu', x)
-  local a = opt('elu', alpha, 'alpha', 1.0)
-  return torch.where(x:gt(0), x, x:clamp(nil, 0):expm1() * a)
+  local o = activation_args('elu', { 'alpha', 'inplace' }, { alpha = 1.0, inplace = false }, ...)
+  local a = check_number('elu', 'alpha', o.alpha)
+  return activation_inplace('elu', x, o.inplace, function(v) return torch.where(v:gt(0), v, v:clamp(nil, 0):expm1() * a) end)
 end
 
 -- softplus(x [, beta=1 [, threshold=20]]) or softplus(x, {beta=, threshold=}):
@@ -284,22 +290,26 @@ function M.softplus(x, beta, threshold)
   return torch.where(bx:gt(threshold), x, bx:clamp(nil, threshold):exp():log1p() / beta)
 end
 
--- mish: x tanh(softplus(x))
-function M.mish(x) return check('mish', x) * M.softplus(x):tanh() end
+-- mish(x [, inplace=false]): x tanh(softplus(x))
+function M.mish(x, ...)
+  check('mish', x)
+  local o = activation_args('mish', { 'inplace' }, { inplace = false }, ...)
+  return activation_inplace('mish', x, o.inplace, function(v) return v * M.softplus(v):tanh() end)
+end
 
--- hardtanh(x [, min_val=-1 [, max_val=1]]) or hardtanh(x, {min_val=, max_val=}): x clamped;
--- the gradient passes only strictly inside (min_val, max_val), as PyTorch's
-function M.hardtanh(x, min_val, max_val)
+-- hardtanh(x [, min_val=-1 [, max_val=1 [, inplace=false]]]), or the options by name in a
+-- table: x clamped; the gradient passes only strictly inside (min_val, max_val), as PyTorch's.
+-- min_val > max_val is no error (only nn.Hardtanh refuses it): every element is max_val, as
+-- PyTorch's clamp gives, with a zero gradient.
+function M.hardtanh(x, ...)
   check('hardtanh', x)
-  if type(min_val) == 'table' then
-    local o = utils.options('hardtanh', min_val, { min_val = -1, max_val = 1 })
-    min_val, max_val = o.min_val, o.max_val
-  end
-  min_val = check_number('hardtanh', 'min_val', min_val or -1)
-  max_val = check_number('hardtanh', 'max_val', max_val or 1)
-  if min_val > max_val then
-    utils.error(('hardtanh: min_val (%s) cannot be greater than max_val (%s)'):format(min_val, max_val))
-  end
+  local o = activation_args('hardtanh', { 'min_val', 'max_val', 'inplace' }, { min_val = -1, max_val = 1, inplace = false }, ...)
+  return activation_inplace('hardtanh', x, o.inplace, function(v) return hardtanh(v, o.min_val, o.max_val) end)
+end
+
+hardtanh = function(x, min_val, max_val)
+  min_val = check_number('hardtanh', 'min_val', min_val)
+  max_val = check_number('hardtanh', 'max_val', max_val)
   if x.dtype == 'bool' then utils.error('hardtanh: bool inputs are not supported') end
   if not torch.FLOAT_DTYPES[x.dtype] then
     -- integers stay integers: PyTorch converts the bounds to the integer type (toward zero)
@@ -310,7 +320,12 @@ function M.hardtanh(x, min_val, max_val)
   return torch.where(x:le(min_val), bound, torch.where(x:ge(max_val), bound, x))
 end
 
-function M.relu6(x) return M.hardtanh(check('relu6', x), 0, 6) end
+-- relu6(x [, inplace=false]): hardtanh(x, 0, 6)
+function M.relu6(x, ...)
+  check('relu6', x)
+  local o = activation_args('relu6', { 'inplace' }, { inplace = false }, ...)
+  return activation_inplace('relu6', x, o.inplace, function(v) return hardtanh(v, 0, 6) end)
+end
 
 function M.install(F)
   for _, name in ipairs { 'embedding', 'layer_norm', 'group_norm', 'rms_norm', 'gelu', 'silu', 'leaky_relu',

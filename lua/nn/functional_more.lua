@@ -71,17 +71,28 @@ M.args = args
 
 local SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
 
-function M.selu(x)
+-- The activations that take PyTorch's inplace (the last option, positional or by name):
+-- inplace = true writes the result into x and returns x (utils.activation_inplace).
+local activation_args, activation_inplace = utils.activation_args, utils.activation_inplace
+
+-- selu(x [, inplace=false])
+function M.selu(x, ...)
   check('selu', x)
-  return torch.where(x:gt(0), x, x:clamp(nil, 0):expm1() * SELU_ALPHA) * SELU_SCALE
+  local o = activation_args('selu', { 'inplace' }, { inplace = false }, ...)
+  return activation_inplace('selu', x, o.inplace, function(v)
+    return torch.where(v:gt(0), v, v:clamp(nil, 0):expm1() * SELU_ALPHA) * SELU_SCALE
+  end)
 end
 
--- celu(x [, alpha=1]): max(0, x) + min(0, alpha (e^(x / alpha) - 1))
+-- celu(x [, alpha=1 [, inplace=false]]): max(0, x) + min(0, alpha (e^(x / alpha) - 1))
 function M.celu(x, ...)
   check('celu', x)
-  local alpha = check_number('celu', 'alpha', args('celu', { ... }, { { 'alpha', 1.0 } }))
+  local o = activation_args('celu', { 'alpha', 'inplace' }, { alpha = 1.0, inplace = false }, ...)
+  local alpha = check_number('celu', 'alpha', o.alpha)
   if alpha == 0 then fail('celu: alpha must not be 0 (it divides x)') end
-  return torch.where(x:gt(0), x, (x:clamp(nil, 0) / alpha):expm1() * alpha)
+  return activation_inplace('celu', x, o.inplace, function(v)
+    return torch.where(v:gt(0), v, (v:clamp(nil, 0) / alpha):expm1() * alpha)
+  end)
 end
 
 -- glu(x [, dim=-1]): a * sigmoid(b) of the two halves of x along dim
@@ -97,35 +108,41 @@ function M.glu(x, ...)
   return a * b:sigmoid()
 end
 
--- hardswish: x (x + 3) / 6 inside [-3, 3], 0 below, x above; PyTorch's gradient at the ends
-function M.hardswish(x)
+-- hardswish(x [, inplace=false]): x (x + 3) / 6 inside [-3, 3], 0 below, x above; PyTorch's
+-- gradient at the ends
+function M.hardswish(x, ...)
   check('hardswish', x)
-  return torch.where(x:lt(-3), x * 0, torch.where(x:le(3), x * (x + 3) / 6, x))
+  local o = activation_args('hardswish', { 'inplace' }, { inplace = false }, ...)
+  return activation_inplace('hardswish', x, o.inplace, function(v)
+    return torch.where(v:lt(-3), v * 0, torch.where(v:le(3), v * (v + 3) / 6, v))
+  end)
 end
 
 -- hardsigmoid: x / 6 + 1/2 strictly inside (-3, 3), 0 below, 1 above.  PyTorch's gradient
 -- there is the float32 1/6 even for float64, so it is here too.
 local ONE_SIXTH_F32 = string.unpack('f', string.pack('f', 1 / 6))
 
-function M.hardsigmoid(x)
+function M.hardsigmoid(x, ...)
   check('hardsigmoid', x)
-  local inside = (x / 6 + 0.5):detach() + (x - x:detach()) * ONE_SIXTH_F32
-  return torch.where(x:le(-3), x * 0, torch.where(x:ge(3), x * 0 + 1, inside))
+  local o = activation_args('hardsigmoid', { 'inplace' }, { inplace = false }, ...)
+  return activation_inplace('hardsigmoid', x, o.inplace, function(v)
+    local inside = (v / 6 + 0.5):detach() + (v - v:detach()) * ONE_SIXTH_F32
+    return torch.where(v:le(-3), v * 0, torch.where(v:ge(3), v * 0 + 1, inside))
+  end)
 end
 
 function M.softsign(x) return check('softsign', x) / (x:abs() + 1) end
 function M.tanhshrink(x) return check('tanhshrink', x) - x:tanh() end
 
--- threshold(x, threshold, value): x where x > threshold, else value
-function M.threshold(x, threshold, value)
+-- threshold(x, threshold, value [, inplace=false]): x where x > threshold, else value
+function M.threshold(x, ...)
   check('threshold', x)
-  if type(threshold) == 'table' then
-    local o = utils.options('threshold', threshold, { threshold = utils.required, value = utils.required })
-    threshold, value = o.threshold, o.value
-  end
+  local o = activation_args('threshold', { 'threshold', 'value', 'inplace' },
+    { threshold = utils.required, value = utils.required, inplace = false }, ...)
+  local threshold, value = o.threshold, o.value
   check_number('threshold', 'threshold', threshold)
   check_number('threshold', 'value', value)
-  return torch.where(x:gt(threshold), x, value)
+  return activation_inplace('threshold', x, o.inplace, function(v) return torch.where(v:gt(threshold), v, value) end)
 end
 
 -- softmin(x, dim): softmax(-x, dim)

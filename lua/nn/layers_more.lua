@@ -92,21 +92,25 @@ end
 
 -- Activations ----------------------------------------------------------------------------
 
+-- inplace = true: forward writes into its input and returns it, as PyTorch's
 local function inplace_repr(self) return self.inplace and 'inplace=True' or '' end   -- as nn.ReLU's
 
-layer('SELU', { { 'inplace', false, boolean } }, function(_, x) return F.selu(x) end, inplace_repr)
-layer('CELU', { { 'alpha', 1.0, number }, { 'inplace', false, boolean } }, function(self, x) return F.celu(x, self.alpha) end,
-  function(self) return 'alpha=' .. pyfloat(self.alpha) end)
+layer('SELU', { { 'inplace', false, boolean } }, function(self, x) return F.selu(x, self.inplace) end, inplace_repr)
+layer('CELU', { { 'alpha', 1.0, number }, { 'inplace', false, boolean } }, function(self, x) return F.celu(x, self.alpha, self.inplace) end,
+  function(self) return 'alpha=' .. pyfloat(self.alpha) .. (self.inplace and ', inplace=True' or '') end)
 layer('GLU', { { 'dim', -1, integer } }, function(self, x) return F.glu(x, self.dim) end,
   function(self) return 'dim=' .. self.dim end)
-layer('Hardswish', { { 'inplace', false, boolean } }, function(_, x) return F.hardswish(x) end)
-layer('Hardsigmoid', { { 'inplace', false, boolean } }, function(_, x) return F.hardsigmoid(x) end)
+-- (PyTorch's Hardswish and Hardsigmoid print no inplace)
+layer('Hardswish', { { 'inplace', false, boolean } }, function(self, x) return F.hardswish(x, self.inplace) end)
+layer('Hardsigmoid', { { 'inplace', false, boolean } }, function(self, x) return F.hardsigmoid(x, self.inplace) end)
 layer('Softsign', {}, function(_, x) return F.softsign(x) end)
 layer('Tanhshrink', {}, function(_, x) return F.tanhshrink(x) end)
 layer('LogSigmoid', {}, function(_, x) return F.logsigmoid(x) end)
 layer('Threshold', { { 'threshold', nil, number }, { 'value', nil, number }, { 'inplace', false, boolean } },
-  function(self, x) return F.threshold(x, self.threshold, self.value) end,
-  function(self) return ('threshold=%s, value=%s'):format(pyfloat(self.threshold), pyfloat(self.value)) end)
+  function(self, x) return F.threshold(x, self.threshold, self.value, self.inplace) end,
+  function(self)
+    return ('threshold=%s, value=%s'):format(pyfloat(self.threshold), pyfloat(self.value)) .. (self.inplace and ', inplace=True' or '')
+  end)
 layer('Softmin', { { 'dim', nil, integer } }, function(self, x) return F.softmin(x, self.dim) end,
   function(self) return 'dim=' .. self.dim end)
 

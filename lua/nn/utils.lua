@@ -38,6 +38,36 @@ function utils.positional(who, names, ...)
   return opts
 end
 
+-- The options of a functional activation after x, by position in PyTorch's order (names) or
+-- by name in a last table, checked against defaults: F.leaky_relu(x, 0.2, true) and
+-- F.leaky_relu(x, {negative_slope = 0.2, inplace = true}) both give {negative_slope = 0.2,
+-- inplace = true}.
+function utils.activation_args(who, names, defaults, ...)
+  local o = options.check(who, utils.positional(who, names, ...), defaults)
+  if type(o.inplace) ~= 'boolean' then
+    utils.error(('%s: inplace must be a boolean, got %s'):format(who, tostring(o.inplace)))
+  end
+  return o
+end
+
+-- PyTorch's inplace=True of an activation: fn(x) written into x, which is returned (its dtype
+-- kept).  As in PyTorch, a leaf that requires grad is refused while grad mode is on; a tensor
+-- that requires grad keeps its history (the activation of its old value, through a clone so
+-- that no saved tensor is the one overwritten).  Without inplace, fn(x).
+function utils.activation_inplace(who, x, inplace, fn)
+  if not inplace then return fn(x) end
+  local recording = x.requires_grad and torch.is_grad_enabled()
+  if recording and x.is_leaf then
+    utils.error(('%s: a leaf tensor that requires grad is being used in an in-place operation; '
+      .. 'wrap it in torch.no_grad or use the out-of-place form'):format(who))
+  end
+  local y = fn(recording and x:clone() or x)
+  if y.dtype ~= x.dtype then
+    utils.error(("%s: result type %s can't be cast to the desired output type %s"):format(who, y.dtype, x.dtype))
+  end
+  return x:copy_(y)
+end
+
 -- The arguments of the functional dropouts: (p, training[, inplace]) positional as in
 -- PyTorch, or their names in a table in any trailing place, so that PyTorch's
 -- F.dropout(x, training=self.training) is F.dropout(x, {training = self.training}) and

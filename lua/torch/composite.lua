@@ -46,7 +46,7 @@ function M.install(torch)
   local function finite_or_zero(m) return torch.where(m:isfinite(), m, 0) end
   both('logsumexp', function(t, dim, keepdim)
     if dim == nil then error('logsumexp: a dimension is required, as in PyTorch', 2) end
-    if not is_float(t) then t = t:float() end
+    if not is_float(t) then t = t:to(torch.get_default_dtype()) end
     local m = finite_or_zero(t:max(dim, true):detach())
     local r = (t - m):exp():sum(dim, true):log() + m
     return keepdim and r or r:squeeze(dim)

@@ -180,14 +180,15 @@ function format.tensor(t)
   local dev = tostring(t.device)
   if dev ~= 'cpu' then suffixes[#suffixes + 1] = "device='" .. dev .. "'" end
   local dtype = t.dtype
+  local default = require('torch._C').get_default_dtype()   -- PyTorch names every other floating dtype
   local body
   local data = t:detach()
   if t:numel() == 0 then
     if t:dim() ~= 1 then suffixes[#suffixes + 1] = 'size=' .. shape_tuple(t) end
-    if dtype ~= 'float32' then suffixes[#suffixes + 1] = 'dtype=' .. dtype end
+    if dtype ~= default then suffixes[#suffixes + 1] = 'dtype=' .. dtype end
     body = '[]'
   else
-    if dtype == 'float64' or dtype == 'float16' or dtype == 'bfloat16' then suffixes[#suffixes + 1] = 'dtype=' .. dtype end
+    if dtype ~= default and dtype ~= 'int64' and dtype ~= 'bool' then suffixes[#suffixes + 1] = 'dtype=' .. dtype end
     local floating = dtype ~= 'int64' and dtype ~= 'bool'
     if t:dim() == 0 then
       local v = data:item()

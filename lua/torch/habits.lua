@@ -77,7 +77,7 @@ function M.install(torch)
       error(('torch.range: the step %s does not lead from %s to %s'):format(step, a, b), 2)
     end
     local n = math.floor((b - a) / step + 1e-9) + 1
-    return torch.arange(n, { dtype = 'float64' }):mul(step):add(a):float()
+    return torch.arange(n, { dtype = 'float64' }):mul(step):add(a):to(torch.get_default_dtype())
   end
 
   -- torch.seed(): seeds the default generator from the clock and returns the seed

@@ -75,14 +75,14 @@ function M.install(torch)
   -- logit([eps]): log(p / (1 - p)), p clamped to [eps, 1 - eps] when eps is given
   both('logit', function(t, eps)
     if type(eps) == 'table' then eps = eps.eps end
-    if not is_float(t) then t = t:float() end
+    if not is_float(t) then t = t:to(torch.get_default_dtype()) end
     if eps then t = t:clamp(eps, 1 - eps) end
     return t:log() - (1 - t):log()
   end)
   -- xlogy(other): self * log(other), 0 where self is 0 (unless other is NaN)
   both('xlogy', function(a, b)
-    if not torch.is_tensor(b) then b = torch.tensor(b, { dtype = is_float(a) and a.dtype or 'float32', device = a.device }) end
-    if not is_float(a) and not is_float(b) then a = a:float() end
+    if not torch.is_tensor(b) then b = torch.tensor(b, { dtype = is_float(a) and a.dtype or torch.get_default_dtype(), device = a.device }) end
+    if not is_float(a) and not is_float(b) then a = a:to(torch.get_default_dtype()) end
     local r = a * b:log()
     return torch.where(a:eq(0) * b:eq(b), 0, r)   -- bool * bool: and
   end)
