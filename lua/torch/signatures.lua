@@ -75,6 +75,11 @@ function M.rows(torch)
     end
     local list = dims_list(name, t, dims)
     if #list == 1 then return op(t, list[1], keepdim) end
+    if #list == t:dim() then   -- every dim: the whole tensor, flattened
+      local r = op(t:reshape(-1), 1, false)
+      if keepdim then r = r:reshape(kept_shape(t)) end
+      return r
+    end
     local set, perm, shape, n = {}, {}, {}, 1
     for _, d in ipairs(list) do set[d] = true end
     for d = 1, t:dim() do
