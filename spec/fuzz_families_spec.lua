@@ -195,12 +195,25 @@ describe('fuzz families: pending findings outside nn.functional', function()
     assert.is_true(m:item() ~= m:item())
   end)
 
-  pending('bilinear interpolate spreads an inf to the rows it has no weight in (lua/nn/functional_vision.lua)', function()
+  it('bilinear interpolate keeps an inf out of a dim that keeps its size', function()
     -- PyTorch: F.interpolate(torch.tensor([[[[1.], [inf]]]]), size=(2, 3), mode='bilinear')
-    -- is [[1, 1, 1], [nan, nan, nan]]: the first row takes all its weight from the 1.  dplua
-    -- gives NaN everywhere (0 * inf).  Found as program family:interpolate.
+    -- is [[1, 1, 1], [nan, nan, nan]]: along a dim that keeps its size its kernel reads one
+    -- element.  dplua gave NaN everywhere (0 * inf from the next row).
     local y = F.interpolate(torch.tensor({ { { { 1.0 }, { math.huge } } } }), { size = { 2, 3 }, mode = 'bilinear' })
     assert.are.same({ 1, 1, 1 }, y[1][1][1]:tolist())
+    local e = y[1][1][2][1]
+    assert.is_true(e ~= e)
+  end)
+
+  pending('bilinear interpolate: where NaN from 0 * inf lands when scaling (lua/nn/functional_vision.lua)', function()
+    -- PyTorch: F.interpolate(torch.tensor([[[[0., 1.], [-inf, 2.]]]]), scale_factor=(1.5, 3.0),
+    -- mode='bilinear') starts [nan, nan, nan, nan, nan, 1.0, -inf ...]: its source index of
+    -- output column 5 falls just below input column 2, so it blends in column 1's NaN; dplua
+    -- gives [nan, nan, nan, nan, 1.0, 1.0, ...].  Only the placement of NaN and inf differs
+    -- (finite inputs agree).  Found as program family:interpolate.
+    local x = torch.tensor({ { { { 0.0, 1.0 }, { -math.huge, 2.0 } } } }, { dtype = 'float64' })
+    local y = F.interpolate(x, { scale_factor = { 1.5, 3.0 }, mode = 'bilinear' }):reshape(-1):tolist()
+    assert.is_true(y[5] ~= y[5])
   end)
 
   pending('F.scaled_dot_product_attention: an inf in a value row the causal mask hides (src/cpu_attention.c)', function()

@@ -447,7 +447,9 @@ function F.interpolate(x, opts)
         local src = align and scale * j or math.max(scale * (j + 0.5) - 0.5, 0)
         local a = math.min(math.floor(src), n - 1)
         local lam = src - a
-        i0[j + 1], i1[j + 1] = a + 1, math.min(a + 1, n - 1) + 1
+        -- along a dim that keeps its size PyTorch's kernel reads one element (an inf or NaN
+        -- in the next one stays out); elsewhere it weighs the next one, by 0 too (0 * inf)
+        i0[j + 1], i1[j + 1] = a + 1, (n == m and a or math.min(a + 1, n - 1)) + 1
         w0[j + 1], w1[j + 1] = 1 - lam, lam
       end
       local shape = { 1, 1, 1, 1 }
