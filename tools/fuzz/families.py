@@ -412,7 +412,9 @@ class FamilyGen(gen.Gen):
             if r.random() < 0.3:
                 chosen['eps'] = r.choice([1e-5, 1e-3, 0.1])
             params = [('weight', None), ('bias', None), ('training', False), ('momentum', 0.1), ('eps', 1e-5)]
-            lua, py = call(r, 'F.batch_norm', 'F.batch_norm', [x, rm, rv], params, chosen)
+            # PyTorch 1.13's training backward is wrong for a strided input: its reference
+            # gets a contiguous copy (the same values)
+            lua, py = call(r, 'F.batch_norm', 'F.batch_norm', [Raw(x, x + '.contiguous()'), rm, rv], params, chosen)
             reads = [x, rm, rv] + [v for v in chosen.values() if isinstance(v, Var)]
             if rm is not None:
                 out, m2, v2 = self.new_name(), self.new_name(), self.new_name()
@@ -655,12 +657,13 @@ class FamilyGen(gen.Gen):
                 self._drop_index()
         elif op == 'kthvalue':
             k = r.randint(1, max(size, 1)) if r.random() < 0.95 else size + 1
-            self.step('%s(%d, %d%s)' % (m, k, lua_dim(dim), kd_l), 'torch.kthvalue(%s, %d, %d%s)' % (x, k, dim, kd_p),
+            self.step('%s(%d, %d%s)' % (m, k, lua_dim(dim), kd_l), 'torch.kthvalue(%s.contiguous(), %d, %d%s)' % (x, k, dim, kd_p),
                       [x], n_out=2, index_outs=[1])
             if keep:
                 self._drop_index()
-        else:            # median, mode
-            self.step('%s(%d%s)' % (m, lua_dim(dim), kd_l), 'torch.%s(%s, %d%s)' % (op, x, dim, kd_p), [x], n_out=2,
+        else:            # median, mode (PyTorch 1.13's median(dim) of an expanded input reads
+            # garbage: its reference gets a contiguous copy)
+            self.step('%s(%d%s)' % (m, lua_dim(dim), kd_l), 'torch.%s(%s.contiguous(), %d%s)' % (op, x, dim, kd_p), [x], n_out=2,
                       index_outs=[1])
             if keep:
                 self._drop_index()
