@@ -302,7 +302,8 @@ uninstall:
 clean:
 	rm -rf $(sort build $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(EMU)) build-*/
 
-# the differential fuzzer against PyTorch (tools/fuzz): make fuzz SECONDS=60 [SEED=1];
+# the differential fuzzer against PyTorch (tools/fuzz): make fuzz SECONDS=60 [SEED=1], basic
+# programs and the op families (tools/fuzz/families.py) in turn;
 # failing programs are left as reproducers under $(BUILD)/fuzz-findings
 SECONDS ?= 60
 SEED ?= 1

@@ -67,14 +67,17 @@ function M.padding_index(who, padding_idx, n)
   return p
 end
 
--- embedding(idx, weight [, {padding_idx=, max_norm=, norm_type=2, scale_grad_by_freq=false,
--- sparse=false}]): the rows of weight [num, dim] that the int64 1-based indices idx (any
+-- embedding(idx, weight [, padding_idx [, max_norm [, norm_type [, scale_grad_by_freq [,
+-- sparse]]]]] [, opts]), PyTorch's positional order, or any of them in a last options
+-- table {padding_idx=, max_norm=, norm_type=2, scale_grad_by_freq=false, sparse=false}: the rows of weight [num, dim] that the int64 1-based indices idx (any
 -- shape) name; the result has shape idx.shape .. {dim}.  The padding_idx row gets no
 -- gradient; with max_norm the named rows are renormalized in place first.
-function M.embedding(idx, weight, opts)
+local EMBEDDING_NAMES = { 'padding_idx', 'max_norm', 'norm_type', 'scale_grad_by_freq', 'sparse' }
+
+function M.embedding(idx, weight, ...)
   check('embedding', idx, 'the indices')
   check('embedding', weight, 'weight')
-  local o = utils.options('embedding', opts, embedding_opts)
+  local o = utils.options('embedding', utils.positional('embedding', EMBEDDING_NAMES, ...), embedding_opts)
   if idx.dtype ~= 'int64' then
     utils.error(('embedding: the indices must be an int64 tensor of 1-based indices, got %s'):format(idx.dtype))
   end

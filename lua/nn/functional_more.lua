@@ -407,14 +407,18 @@ function M.bilinear(x1, x2, weight, bias)
   return y:reshape(lead)
 end
 
--- instance_norm(x [, {running_mean=, running_var=, weight=, bias=, use_input_stats=true,
--- momentum=0.1, eps=1e-5}]): each (sample, channel) plane of x [N, C, *] normalized by its
+-- instance_norm(x [, running_mean [, running_var [, weight [, bias [, use_input_stats [,
+-- momentum [, eps]]]]]]] [, opts]), PyTorch's positional order, or any of them in a last
+-- options table {running_mean=, running_var=, weight=, bias=, use_input_stats=true,
+-- momentum=0.1, eps=1e-5}: each (sample, channel) plane of x [N, C, *] normalized by its
 -- own mean and biased variance; the running statistics (when given) move toward the batch
 -- averages of those, the variance unbiased, as PyTorch's
-function M.instance_norm(x, opts)
+local INSTANCE_NORM_NAMES = { 'running_mean', 'running_var', 'weight', 'bias', 'use_input_stats', 'momentum', 'eps' }
+
+function M.instance_norm(x, ...)
   local who = 'instance_norm'
   check(who, x)
-  local o = utils.options(who, opts, { running_mean = false, running_var = false, weight = false, bias = false,
+  local o = utils.options(who, utils.positional(who, INSTANCE_NORM_NAMES, ...), { running_mean = false, running_var = false, weight = false, bias = false,
                                        use_input_stats = true, momentum = 0.1, eps = 1e-5 })
   if not torch.FLOAT_DTYPES[x.dtype] then fail('%s: expected a floating point input, got %s', who, x.dtype) end
   if x:dim() < 3 then

@@ -432,18 +432,18 @@ local function index_tensor(list, device)
   return torch.tensor(list, { dtype = 'int64', device = device })
 end
 
--- pad(x, pad [, mode='constant' [, value=0]]) or pad(x, pad, {mode=, value=}): pad holds
+-- pad(x, pad [, mode='constant' [, value=0]]), PyTorch's positional order, or any of them in
+-- a last options table (pad(x, pad, {mode=, value=}), pad(x, pad, 'constant', {value=})): pad holds
 -- (left, right) pairs from the last dim backwards, as PyTorch's; negative pads crop.
 -- Modes: 'constant', 'reflect', 'replicate', 'circular'.
 function F.pad(x, pad, mode, value)
   local who = 'pad'
   check(who, x)
-  if type(mode) == 'table' then
-    local o = utils.options(who, mode, { mode = 'constant', value = 0 })
-    mode, value = o.mode, o.value
+  local o = utils.options(who, utils.positional(who, { 'mode', 'value' }, mode, value), { mode = 'constant', value = 0 })
+  mode, value = o.mode, o.value
+  if type(value) ~= 'number' then
+    utils.error(('%s: value must be a number, got %s %s'):format(who, type(value), tostring(value)))
   end
-  mode = mode or 'constant'
-  value = value or 0
   if type(pad) ~= 'table' or #pad % 2 ~= 0 or #pad // 2 > x:dim() then
     utils.error(('%s: pad must be a table of an even number of integers, at most 2 * %d for this input, got %s')
       :format(who, x:dim(), type(pad) == 'table' and #pad .. ' values' or tostring(pad)))
@@ -458,7 +458,11 @@ function F.pad(x, pad, mode, value)
   for i = 1, #pad // 2 do
     local d, l, r = x:dim() - i + 1, pad[2 * i - 1], pad[2 * i]
     local n = y:size(d)
-    if n + l + r < 0 or (n + l + r == 0 and mode ~= 'constant') then
+    if mode ~= 'constant' and n == 0 and (l ~= 0 or r ~= 0) then
+      utils.error(("%s: mode '%s' cannot pad dim %d of size 0 (padding (%d, %d)): there is nothing to copy")
+        :format(who, mode, d, l, r))
+    end
+    if n + l + r < 0 or (n + l + r == 0 and mode ~= 'constant' and (l ~= 0 or r ~= 0)) then
       utils.error(('%s: padding (%d, %d) of dim %d (size %d) leaves a negative or empty size')
         :format(who, l, r, d, n))
     end
@@ -537,7 +541,9 @@ local function interp_taps(n, m, align, scale, cubic)
       if not align then src = math.max(src, 0) end
       local a = math.min(math.floor(src), n - 1)
       local lam = src - a
-      taps[1].idx[j + 1], taps[2].idx[j + 1] = a + 1, math.min(a + 1, n - 1) + 1
+      -- along a dim that keeps its size PyTorch's kernel reads one element (an inf or NaN
+      -- in the next one stays out); elsewhere it weighs the next one, by 0 too (0 * inf)
+      taps[1].idx[j + 1], taps[2].idx[j + 1] = a + 1, (n == m and a or math.min(a + 1, n - 1)) + 1
       taps[1].w[j + 1], taps[2].w[j + 1] = 1 - lam, lam
     end
   end

@@ -35,6 +35,25 @@ local function loss_options(who, opts, defaults, reductions)
 end
 L.options = loss_options
 
+-- PyTorch's positional weight of cross_entropy and nll_loss, (input, target, weight [,
+-- opts]): the options with weight added; otherwise the options as given
+local function weight_first(who, weight, opts)
+  if not torch.is_tensor(weight) then
+    if opts ~= nil then fail('%s: expected the options (a table or a reduction) after the target, got %s and %s',
+                             who, options.show(weight), options.show(opts)) end
+    return weight
+  end
+  if type(opts) == 'string' then opts = { reduction = opts } end
+  if opts ~= nil and type(opts) ~= 'table' then
+    fail('%s: options must be a table, got %s %s', who, type(opts), options.show(opts))
+  end
+  local o = {}
+  for k, v in pairs(opts or {}) do o[k] = v end
+  if o.weight ~= nil then fail('%s: weight is given twice, by position and as an option', who) end
+  o.weight = weight
+  return o
+end
+
 local function reduce(l, reduction)
   if reduction == 'sum' then return l:sum() end
   if reduction == 'mean' then return l:mean() end
@@ -329,9 +348,9 @@ end
 
 local NLL_DEFAULTS = { weight = options.none, ignore_index = -100 }
 
-function L.nll_loss(input, target, opts)
+function L.nll_loss(input, target, opts, more)
   local who = 'nll_loss'
-  local o = loss_options(who, opts, NLL_DEFAULTS)
+  local o = loss_options(who, weight_first(who, opts, more), NLL_DEFAULTS)
   check(who, input, 'input')
   target = index_target(who, target, input)
   if target.dtype ~= 'int64' then
@@ -344,9 +363,9 @@ end
 
 -- input: raw scores [N, C] ([C], [N, C, d1 ...]); target: int64 class indices (1-based) of
 -- the positions, or class probabilities of the input's shape
-function L.cross_entropy(input, target, opts)
+function L.cross_entropy(input, target, opts, more)
   local who = 'cross_entropy'
-  local o = loss_options(who, opts, { weight = options.none, ignore_index = -100, label_smoothing = 0.0 })
+  local o = loss_options(who, weight_first(who, opts, more), { weight = options.none, ignore_index = -100, label_smoothing = 0.0 })
   check(who, input, 'input')
   target = index_target(who, target, input)
   if not is_float(input) then fail('%s: expected a floating point input, got %s', who, input.dtype) end

@@ -462,6 +462,13 @@ function M.install(torch)
   end
   both('nanmedian', nanmedian)
 
+  -- msort(t): t sorted along its first dim, ascending (PyTorch's torch.sort(t, 0)[0]); a
+  -- 0-dim tensor is itself
+  both('msort', function(t)
+    if not torch.is_tensor(t) then error(('msort: expected a tensor, got %s'):format(type(t)), 2) end
+    return (torch.sort(t, 1))
+  end)
+
   -- ---------------------------------------------------------------- distances
 
   -- cosine_similarity(x1, x2 [, dim=2 [, eps=1e-8]]) (PyTorch's dim=1): sum(x1 x2) /

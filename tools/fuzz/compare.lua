@@ -7,9 +7,10 @@ local torch = require 'torch'
 local M = {}
 
 -- Tolerances per dtype: relative, and absolute as a fraction of the tensor's largest
--- magnitude (sums and products of a few ops reorder rounding, nothing more).
-M.RTOL = { float32 = 1e-4, float64 = 1e-7 }
-M.ATOL = { float32 = 1e-5, float64 = 1e-10 }
+-- magnitude (sums and products of a few ops reorder rounding, nothing more).  float16 and
+-- bfloat16 results are PyTorch's float32 ones rounded once: two units in the last place.
+M.RTOL = { float32 = 1e-4, float64 = 1e-7, float16 = 2e-3, bfloat16 = 1.6e-2 }
+M.ATOL = { float32 = 1e-5, float64 = 1e-10, float16 = 1e-3, bfloat16 = 8e-3 }
 
 local function flatten(v, out)
   if type(v) ~= 'table' then

@@ -36,7 +36,7 @@ from make_op_sweep import read_rows   # noqa: E402
 
 DTYPES = ['float32', 'float64', 'int64', 'bool']
 TORCH_DTYPE = {'float32': torch.float32, 'float64': torch.float64, 'int64': torch.int64,
-               'bool': torch.bool}
+               'bool': torch.bool, 'float16': torch.float16, 'bfloat16': torch.bfloat16}
 DTYPE_NAME = {v: k for k, v in TORCH_DTYPE.items()}
 INT_LIMIT = 2 ** 40        # steps whose integer results grow past this are dropped (overflow)
 
