@@ -99,11 +99,10 @@ describe('fuzz families: sorting', function()
 end)
 
 describe('fuzz families: refusals where PyTorch computes', function()
-  pending('F.interpolate modes area, nearest-exact and bicubic (lua/nn/functional_vision.lua: new kernels)', function()
+  it('F.interpolate modes area and nearest-exact (found as program family:interpolate)', function()
     -- PyTorch: F.interpolate(torch.tensor([[[1., 2., 4.]]]), size=2, mode='area') is
     -- [[[1.5, 3.]]] (adaptive_avg_pool1d); mode='nearest-exact' with size 2 picks
-    -- floor((i + 0.5) * 3 / 2): [[[1., 4.]]].  dplua: "mode must be 'nearest', 'linear' or
-    -- 'bilinear'".  Found as program family:interpolate.
+    -- floor((i + 0.5) * 3 / 2): [[[1., 4.]]].  These modes were refused before.
     local x = torch.tensor({ { { 1.0, 2.0, 4.0 } } })
     close({ 1.5, 3.0 }, F.interpolate(x, { size = 2, mode = 'area' }))
     close({ 1.0, 4.0 }, F.interpolate(x, { size = 2, mode = 'nearest-exact' }))
