@@ -67,12 +67,11 @@ describe('fuzz families: positional spellings', function()
     close(5, F.conv2d(x, w, { bias = f64({ 1 }) }))
   end)
 
-  pending('nn.MultiheadAttention reads key_padding_mask, need_weights, attn_mask and average_attn_weights by position (lua/nn/transformer.lua)', function()
+  it('nn.MultiheadAttention reads key_padding_mask, need_weights, attn_mask and average_attn_weights by position', function()
     -- PyTorch: m(q, k, v, None, True, None, False) returns the weights per head [H, L, S]
-    -- (average_attn_weights=False), and m(q, k, v, None, False) returns None for them; dplua
-    -- ignores every argument after value but an options table in fourth place, so the
-    -- positional ones (and an options table after them: m(q, k, v, nil, {attn_mask = m}))
-    -- are silently dropped: wrong values, no error.  Found as program family:attention.
+    -- (average_attn_weights=False), and m(q, k, v, None, False) returns None for them;
+    -- dplua ignored every argument after value but an options table in fourth place (wrong
+    -- values, no error).  Found as program family:attention.
     local m = nn.MultiheadAttention(2, 2)
     local q = torch.randn(3, 2)
     assert.are.same({ 2, 3, 3 }, select(2, m(q, q, q, nil, true, nil, false)):size():totable())

@@ -253,10 +253,14 @@ end
 -- [N, S] (or [S]); is_causal without an attn_mask masks the keys after each query.
 -- Without weights the heads go through the fused F.scaled_dot_product_attention (no L x S
 -- matrix kept); with them, through matmul and softmax, whose result is the weights.
-function MHA:forward(query, key, value, opts)
+-- forward(query, key, value [, key_padding_mask, need_weights, attn_mask,
+-- average_attn_weights, is_causal] [, opts]): PyTorch's positional order, or the options
+local MHA_FORWARD = { 'key_padding_mask', 'need_weights', 'attn_mask', 'average_attn_weights', 'is_causal' }
+function MHA:forward(query, key, value, ...)
   local name = tostring(self)
-  local o = utils.options(name, opts, { key_padding_mask = false, need_weights = true, attn_mask = false,
-                                        average_attn_weights = true, is_causal = false })
+  local o = utils.options(name, utils.positional(name, MHA_FORWARD, ...),
+                          { key_padding_mask = false, need_weights = true, attn_mask = false,
+                            average_attn_weights = true, is_causal = false })
   check_input(self, 'query', query); check_input(self, 'key', key); check_input(self, 'value', value)
   if key:dim() ~= query:dim() or value:dim() ~= query:dim() then
     utils.error(('%s: query, key and value must all be batched (3-D) or all unbatched (2-D), got shapes %s, %s and %s')
