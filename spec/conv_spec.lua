@@ -266,6 +266,6 @@ describe('convolution errors', function()
       'expected input, weight and bias of the same dtype, got float64, float32 and none')
     expect_error(function() F.conv1d(torch.ones(1, 1, 5, { dtype = 'int64' }), torch.ones(1, 1, 3, { dtype = 'int64' })) end,
       'expected a float32, float64, float16 or bfloat16 input, got int64')
-    expect_error(function() F.conv2d('x', torch.randn(1, 1, 3, 3)) end, 'conv2d: expected input to be a tensor')
+    expect_error(function() F.conv2d('x', torch.randn(1, 1, 3, 3)) end, "conv2d: input must be a tensor, got 'x'")
   end)
 end)

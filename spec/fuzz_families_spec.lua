@@ -60,9 +60,9 @@ describe('fuzz families: positional spellings', function()
       'cross_entropy: weight is given twice, by position and as an option')
   end)
 
-  pending('F.conv1d/conv2d/conv_transpose take bias as an option (lua/nn/convolution.lua)', function()
-    -- PyTorch: F.conv2d(x, w, bias=b) adds b; dplua: "conv2d: unknown option bias" (the
-    -- options are dilation, groups, padding, stride).  Found as program family:conv.
+  it('F.conv1d/conv2d/conv_transpose take bias as an option', function()
+    -- PyTorch: F.conv2d(x, w, bias=b) adds b; dplua refused it ("conv2d: unknown option
+    -- bias").  Found as program family:conv.
     local x, w = torch.ones(1, 1, 2, 2, { dtype = 'float64' }), torch.ones(1, 1, 2, 2, { dtype = 'float64' })
     close(5, F.conv2d(x, w, { bias = f64({ 1 }) }))
   end)

@@ -308,9 +308,10 @@ function M.wrap(name, lines, impl)
     while n > 0 and args[n] == nil do n = n - 1 end   -- trailing nils are absent arguments
     local opts
     if n > 0 and is_options(args[n]) then
-      -- an empty table where the first form takes a table is that argument, not options
+      -- an empty table where the first form takes dims is that argument ({} is every dim),
+      -- anywhere else it is an empty options table
       local p = sigs[1].params[n]
-      if not (next(args[n]) == nil and p and not p.kwonly and p.takes_table) then
+      if not (next(args[n]) == nil and p and not p.kwonly and p.type_text:find('dims', 1, true)) then
         opts = args[n]
         args[n] = nil
         n = n - 1

@@ -380,6 +380,23 @@ function M.rows(torch)
     local y = M.fbase.pixel_unshuffle(x, r)
     return r == 1 and y:clone() or y
   end, 'F')
+  -- convolutions in PyTorch's positional order, bias included
+  for nd = 1, 3 do
+    local name = ('conv%dd'):format(nd)
+    row(name, ('%s(Tensor input, Tensor weight, Tensor? bias=None, int[] stride=1, int[]|str padding=0, '
+               .. 'int[] dilation=1, int groups=1)'):format(name),
+      function(x, w, b, stride, padding, dilation, groups)
+        return M.fbase[name](x, w, b, { stride = stride, padding = padding, dilation = dilation, groups = groups })
+      end, 'F')
+    local tname = ('conv_transpose%dd'):format(nd)
+    row(tname, ('%s(Tensor input, Tensor weight, Tensor? bias=None, int[] stride=1, int[] padding=0, '
+                .. 'int[] output_padding=0, int groups=1, int[] dilation=1)'):format(tname),
+      function(x, w, b, stride, padding, output_padding, groups, dilation)
+        return M.fbase[tname](x, w, b, { stride = stride, padding = padding, output_padding = output_padding,
+                                         groups = groups, dilation = dilation })
+      end, 'F')
+  end
+
   -- pooling and batch norm in PyTorch's positional order (stride None or {} is kernel_size)
   for _, name in ipairs { 'max_pool1d', 'max_pool2d' } do
     row(name, ('%s(Tensor input, int[] kernel_size, int[]? stride=None, int[] padding=0, int[] dilation=1, '
