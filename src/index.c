@@ -787,10 +787,10 @@ static int plan_gather(plan *p, dp_tensor *t, int dim, dp_tensor *index, dp_tens
         /* the offsets' kernel counts negative values from the end: refused first, there */
         char msg[240];
         snprintf(msg, sizeof msg, base == 1
-                 ? "%s: index %%lld at position %%lld is out of range for dimension %d with size %lld (dplua counts "
+                 ? "%s: index %%lld is out of range for dimension %d with size %lld (at position %%lld; dplua counts "
                    "from 1; %s takes no negative indices)"
-                 : "%s: index %%lld (counted from 1) at position %%lld is out of range for dimension %d with size %lld "
-                   "(%s takes no negative indices)", op, dim + 1, (long long)t->sizes[dim], op);
+                 : "%s: index %%lld (counted from 1) is out of range for dimension %d with size %lld (at position %%lld; "
+                   "%s takes no negative indices)", op, dim + 1, (long long)t->sizes[dim], op);
         if (dp_check_index_values(index, base, t->sizes[dim], msg)) return -1;
         for (int d = 0; d < t->ndim; d++, p->nidx++) {
             p->dims[d] = d;
