@@ -248,7 +248,7 @@ describe('signatures: calls', function()
   end)
 
   it('refuse an argument given both by position and as an option', function()
-    check.expect_error(function() return x:sum(2, { dim = 1 }) end, 'sum: dim is given twice')
+    check.expect_error(function() return x:sum(2, { dim = 1 }) end, 'sum: dim given twice (as argument 2 and as an option)')
   end)
 
   it('refuse a table that mixes values and options', function()
@@ -256,7 +256,7 @@ describe('signatures: calls', function()
   end)
 
   it('refuse too many arguments', function()
-    check.expect_error(function() return x:sum(2, true, 3) end, 'sum: 4 arguments before the options is too many')
+    check.expect_error(function() return x:sum(2, true, 3) end, 'sum: too many arguments (4 before the options)')
   end)
 
   it('name every form of an overloaded op when none fits', function()

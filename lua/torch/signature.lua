@@ -222,7 +222,7 @@ local function bind(sig, args, n, opts, out)
   if n > sig.npos then
     local names = {}
     for i = 1, sig.npos do names[i] = params[i].name end
-    return false, ('%d arguments before the options is too many: its positional parameters are %s')
+    return false, ('too many arguments (%d before the options): its positional parameters are %s')
       :format(n, table.concat(names, ', '))
   end
   for i = 1, #params do
@@ -232,12 +232,12 @@ local function bind(sig, args, n, opts, out)
     local ov = opts and opts[p.name]
     local alias = opts and NUMPY_NAMES[p.name]
     if alias and opts[alias] ~= nil then
-      if ov ~= nil then return false, ('%s is given twice, as %s and as %s'):format(p.name, p.name, alias) end
+      if ov ~= nil then return false, ('%s given twice (as %s and as %s)'):format(p.name, p.name, alias) end
       ov = opts[alias]
     end
     if ov ~= nil then
       if given_pos and v ~= nil then
-        return false, ('%s is given twice, as argument %d and as an option'):format(p.name, i)
+        return false, ('%s given twice (as argument %d and as an option)'):format(p.name, i)
       end
       v = ov
     end
