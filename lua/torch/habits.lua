@@ -54,6 +54,15 @@ function M.install(torch)
   function torch.getdefaulttensortype()
     return torch.get_default_dtype() == 'float64' and 'torch.DoubleTensor' or 'torch.FloatTensor'
   end
+  -- The typed constructors are callable tables, as Torch7's classes are, so that programs
+  -- (Torch7's own tests) can define methods on them (function torch.HalfTensor:mean ...);
+  -- such methods are kept in the table but every dplua tensor has one metatable, so they
+  -- are not called on tensors
+  local plain = constructor
+  constructor = function(name, dtype)
+    local ctor = plain(name, dtype)
+    return setmetatable({}, { __call = function(_, ...) return ctor(...) end, __name = name })
+  end
   torch.FloatTensor = constructor('torch.FloatTensor', 'float32')
   torch.DoubleTensor = constructor('torch.DoubleTensor', 'float64')
   torch.LongTensor = constructor('torch.LongTensor', 'int64')

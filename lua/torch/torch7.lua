@@ -278,6 +278,12 @@ function M.install(torch)
     return cat(a, b, c)
   end, cat)
 
+  -- torch.setheaptracking(on): Torch7's switch for telling Lua's collector about tensor
+  -- memory; dplua always tells it (lt_account_memory), so there is nothing to switch
+  function torch.setheaptracking(on)
+    if type(on) ~= 'boolean' then fail(2, 'torch.setheaptracking: expected a boolean, got %s', type(on)) end
+  end
+
   -- ------------------------------------------------------------ random state
   -- torch.getRNGState(): the global stream's position as an int64 tensor {seed, offset};
   -- torch.setRNGState(state) goes back to it, so the same numbers come again
