@@ -145,9 +145,6 @@ end
 
 -- ------------------------------------------------------------------ parsing signature lines
 
-local NO_DEFAULT = {}
-M.NO_DEFAULT = NO_DEFAULT
-
 local function parse_default(text, where)
   if text == 'None' then return nil end
   if text == 'True' then return true end
@@ -162,8 +159,6 @@ local function parse_default(text, where)
   error(('torch.signature: bad default %s in %s'):format(text, where), 3)
 end
 
--- the types whose values may be tables
-local TABLE_TYPES = { dims = true, ['int[]'] = true, ['float[]'] = true, ['Tensor[]'] = true, table = true, any = true }
 
 -- Enums are written str{a,b}: the commas inside braces are not separators, so they are
 -- read as \1 while the parameters are split.
@@ -187,9 +182,6 @@ function M.parse(text)
       if not ty then error(('torch.signature: cannot read parameter %s of %s'):format(item, line), 2) end
       ty = ty:gsub('\1', ',')
       local p = { name = pname, type_text = ty, optional = opt == '?', type = make_type(ty), kwonly = kwonly }
-      for alt in ty:gmatch('[^|]+') do
-        if TABLE_TYPES[alt] then p.takes_table = true end
-      end
       if default ~= '' then
         p.default = parse_default(default, line)
         p.has_default = true
