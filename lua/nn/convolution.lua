@@ -150,38 +150,17 @@ local function conv3d_by_planes(who, x, weight, bias, groups, transposed, stride
   return y
 end
 
--- PyTorch's positional arguments of the functional forms after bias
-local F_POSITIONAL = { 'stride', 'padding', 'dilation', 'groups' }
-local F_POSITIONAL_TRANSPOSED = { 'stride', 'padding', 'output_padding', 'groups', 'dilation' }
-
--- F.convNd(input, weight [, bias] [, {stride=, padding=, dilation=, groups=}]) and
--- F.conv_transposeNd(... {stride=, padding=, output_padding=, groups=, dilation=}); the
--- options may also come positionally after bias, in PyTorch's order.
+-- F.convNd(input, weight, bias, {stride=, padding=, dilation=, groups=}) and
+-- F.conv_transposeNd(... {stride=, padding=, output_padding=, groups=, dilation=}): the
+-- signature rows of lua/torch/signatures.lua read PyTorch's positional and keyword forms
+-- and call these with one options table; the layers call them the same way.
 local function conv(nd, transposed)
   local who = (transposed and 'conv_transpose%dd' or 'conv%dd'):format(nd)
   local defaults = { stride = 1, padding = 0, dilation = 1, groups = 1 }
   if transposed then defaults.output_padding = 0 end
-  local names = transposed and F_POSITIONAL_TRANSPOSED or F_POSITIONAL
-  return function(x, weight, bias, ...)
+  return function(x, weight, bias, opts)
     utils.check_tensor(who, x, 'input')
     utils.check_tensor(who, weight, 'weight')
-    local opts = ...
-    if select('#', ...) > 1 or (opts ~= nil and (type(opts) ~= 'table' or opts[1] ~= nil)) then
-      local n, given = select('#', ...), { ... }
-      opts = {}
-      if n > 0 and type(given[n]) == 'table' and given[n][1] == nil then
-        for k, v in pairs(given[n]) do opts[k] = v end
-        n = n - 1
-      end
-      if n > #names then utils.error(('%s: too many arguments (%d after bias)'):format(who, n)) end
-      for i = 1, n do
-        if given[i] ~= nil then
-          if opts[names[i]] ~= nil then utils.error(('%s: %s given twice'):format(who, names[i])) end
-          opts[names[i]] = given[i]
-        end
-      end
-    end
-    if opts == nil and type(bias) == 'table' and not torch.is_tensor(bias) then bias, opts = nil, bias end
     if bias ~= nil then utils.check_tensor(who, bias, 'bias') end
     local o = utils.options(who, opts, defaults)
     if weight:dim() ~= nd + 2 then
