@@ -16,15 +16,7 @@ for _, e in ipairs(fx.inputs) do inputs[e.name] = e.value end
 
 local function T(v, dtype) return torch.tensor(v, { dtype = dtype or 'float64' }) end
 
-local function assert_close(got, want, what, tol)
-  tol = tol or 1e-10
-  if not torch.is_tensor(want) then want = T(want, got.dtype) end
-  assert.are.equal(tostring(want:size()), tostring(got:size()), what .. ': shapes differ')
-  local g, w = got:to('cpu'), want:to('cpu'):to(got.dtype)
-  if not torch.allclose(g, w, tol, tol) then
-    error(('%s: values differ (max |got - want| = %g)'):format(what, (g - w):abs():max():item()), 2)
-  end
-end
+local assert_close = check.assert_close
 
 -- the case's call: fn(x) -> output [, indices]
 local function call(c)

@@ -22,6 +22,20 @@ function M.expect_error(fn, ...)
   return err
 end
 
+-- got (a tensor) against want (a tensor, or nested tables of numbers made a tensor of got's
+-- dtype): the same shape and every value within tol (1e-10 by default) absolutely and
+-- relatively; `what` names the comparison in the error.
+function M.assert_close(got, want, what, tol)
+  local torch = require 'torch'
+  tol = tol or 1e-10
+  if not torch.is_tensor(want) then want = torch.tensor(want, { dtype = got.dtype }) end
+  assert.are.equal(tostring(want:size()), tostring(got:size()), what .. ': shapes differ')
+  local g, w = got:to('cpu'), want:to('cpu'):to(got.dtype)
+  if not torch.allclose(g, w, tol, tol) then
+    error(('%s: values differ (max |got - want| = %g)'):format(what, (g - w):abs():max():item()), 2)
+  end
+end
+
 -- A nested list of values as one flat list, in order.
 function M.flat(v, out)
   out = out or {}
