@@ -309,43 +309,13 @@ local function channel_mean(x)
   return m
 end
 
--- batch_norm(x, running_mean, running_var [, weight, bias, training=false, momentum=0.1,
--- eps=1e-5]), PyTorch's positional order, with any of them in an options table {weight=,
--- bias=, training=, momentum=, eps=} after the positional ones.  In training the batch's statistics normalise x (the variance biased)
--- and, when given, the running statistics move toward them in place:
+-- batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps): the
+-- signature row (lua/torch/signatures.lua) reads PyTorch's positional and keyword forms and
+-- fills in the defaults.  In training the batch's statistics normalise x (the variance
+-- biased) and, when given, the running statistics move toward them in place:
 -- running = (1 - momentum) * running + momentum * batch (the variance unbiased).
-function F.batch_norm(x, running_mean, running_var, ...)
+function F.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps)
   local who = 'batch_norm'
-  -- weight, bias, training, momentum, eps: positional, then the options table (the last
-  -- argument, wherever it comes) for those not given before it
-  local names = { 'weight', 'bias', 'training', 'momentum', 'eps' }
-  local args = table.pack(...)
-  local n = args.n
-  while n > 0 and args[n] == nil do n = n - 1 end
-  if n > 0 and type(args[n]) == 'table' and not torch.is_tensor(args[n]) then
-    local o = utils.options(who, args[n], { weight = NONE, bias = NONE, training = NONE, momentum = NONE, eps = NONE })
-    args[n] = nil
-    n = n - 1
-    for i, name in ipairs(names) do
-      if o[name] ~= nil then
-        if i <= n and args[i] ~= nil then
-          utils.error(('%s: %s given both positionally and in the options'):format(who, name))
-        end
-        args[i] = o[name]
-      end
-    end
-  elseif n > #names then
-    utils.error(('%s: takes at most %d arguments after running_var, got %d'):format(who, #names, n))
-  end
-  local weight, bias, training, momentum, eps = args[1], args[2], args[3], args[4], args[5]
-  if weight == false then weight = nil end
-  if bias == false then bias = nil end
-  if training ~= nil and type(training) ~= 'boolean' then
-    utils.error(('%s: training must be a boolean, got %s'):format(who, tostring(training)))
-  end
-  if training == nil then training = false end
-  if momentum == nil then momentum = 0.1 end
-  if eps == nil then eps = 1e-5 end
   check(who, x)
   if x:dim() < 2 then
     utils.error(('%s: expected an input of at least 2 dimensions [N, C, ...], got shape %s'):format(who, utils.shape(x)))
